@@ -1,0 +1,37 @@
+# Two commands a user needs: `make demo` and `make test`. Each creates .venv when missing and installs the package.
+# TORCH is pinned here (not in the package, which accepts a range) so these machines take the CPU wheel on disk.
+PYTHON ?= python3
+TORCH  ?= torch==2.13.0
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test export clean-nbs readme docs bench setup
+
+setup: $(STAMP)
+
+$(STAMP): setup.py settings.ini
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check "$(TORCH)"
+	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/conslaw demo
+
+test: $(STAMP)
+	$(BIN)/nbdev_test --n_workers 2
+	$(BIN)/python -m pytest -q tests
+
+export: $(STAMP)
+	$(BIN)/nbdev_export
+	$(BIN)/nbdev_clean
+
+readme: $(STAMP)
+	$(BIN)/python tools/readme.py nbs/index.ipynb README.md
+
+# Re-run notebooks so their stored outputs are current, then clean them and regenerate the README
+outputs: $(STAMP)
+	$(BIN)/python tools/run_nbs.py $(or $(NB),nbs/*.ipynb)
+	$(BIN)/nbdev_clean
+	$(BIN)/python tools/readme.py nbs/index.ipynb README.md
