@@ -7,12 +7,12 @@ __all__ = ['mha', 'sinusoidal_pe', 'rope_angles', 'apply_rope', 'MultiHeadAttent
            'mha_span_theory', 'SelfAttention', 'attention_params', 'mha_laws', 'rope_laws', 'mha_laws_fn',
            'rope_laws_fn']
 
-# %% ../nbs/02_attention.ipynb #942f1b69
+# %% ../nbs/02_attention.ipynb #7ef06f3f
 import math
 import torch
 from torch import nn, Tensor
 
-# %% ../nbs/02_attention.ipynb #bf5924b9
+# %% ../nbs/02_attention.ipynb #944b40dd
 def _check_qkvo(p:dict, where='params'):
     "Validate a {'Q','K','V','O'} dict of stacked per-head matrices; return (H, d, dk, dv)"
     if not isinstance(p, dict): raise TypeError(f"`{where}` must be a dict with keys 'Q','K','V','O', got {type(p).__name__}")
@@ -31,7 +31,7 @@ def _check_finite(p:dict, where='params'):
     for k,v in p.items():
         if not torch.isfinite(v).all(): raise ValueError(f"`{where}['{k}']` has non-finite entries (NaN/Inf): pass finite weights")
 
-# %% ../nbs/02_attention.ipynb #c00dad7f
+# %% ../nbs/02_attention.ipynb #d333a7f3
 def mha(
     params:dict,          # {'Q': (H,d,dk), 'K': (H,d,dk), 'V': (H,d,dv), 'O': (H,d,dv)}
     X:Tensor,             # (T, d) one sequence (leading batch dims are allowed)
@@ -60,7 +60,7 @@ def mha(
     if causal: s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1), float('-inf'))
     return torch.einsum('...hts,...hsv,hev->...te', s.softmax(-1), v, params['O'])
 
-# %% ../nbs/02_attention.ipynb #985d77e3
+# %% ../nbs/02_attention.ipynb #cbbc9363
 def sinusoidal_pe(
     T:int,            # sequence length (>= 1)
     d:int,            # model width
@@ -76,7 +76,7 @@ def sinusoidal_pe(
     ang = pos*freq                                                             # (T, ceil(d/2))
     return torch.stack([ang.sin(), ang.cos()], -1).flatten(-2)[:, :d]
 
-# %% ../nbs/02_attention.ipynb #13b36285
+# %% ../nbs/02_attention.ipynb #37b8bfb2
 def rope_angles(T:int, dk:int, base:float=10000., device=None, dtype=None)->Tensor:
     "The rotation angle p·base^(−2j/dk) of pair j at position p, shape (T, dk//2)"
     if dk % 2: raise ValueError(f"`dk` = {dk} is odd: RoPE rotates pairs of columns, so the per-head width must be even")
@@ -95,7 +95,7 @@ def apply_rope(
     x1, x2 = x.unflatten(-1, (dk//2, 2)).unbind(-1)                           # (..., T, dk/2) each
     return torch.stack([x1*c - x2*s, x1*s + x2*c], -1).flatten(-2)
 
-# %% ../nbs/02_attention.ipynb #c3d7d12b
+# %% ../nbs/02_attention.ipynb #6454aae5
 class MultiHeadAttention(nn.Module):
     "Multi-head self-attention whose parameters are the stacked per-head matrices Q, K (H,d,dk) and V, O (H,d,dv)"
     def __init__(self,
@@ -126,7 +126,7 @@ class MultiHeadAttention(nn.Module):
         return mha(p, X, self.causal, self.pe, self.rope, self.rope_base)
     def extra_repr(self): return f"d={self.d}, n_heads={self.n_heads}, dk={self.dk}, dv={self.dv}, causal={self.causal}, pe={self.pe}, rope={self.rope}"
 
-# %% ../nbs/02_attention.ipynb #f955f98a
+# %% ../nbs/02_attention.ipynb #abbd0ad1
 def _pos(**kw):
     for k,v in kw.items():
         if not isinstance(v, int) or v < 1: raise ValueError(f"`{k}` = {v!r}: must be a positive integer")
@@ -147,7 +147,7 @@ def mha_span_theory(H:int, dk:int, dv:int)->int:
     _pos(H=H, dk=dk, dv=dv)
     return H*(dk*dk + dv*dv)
 
-# %% ../nbs/02_attention.ipynb #4e87414c
+# %% ../nbs/02_attention.ipynb #77460862
 class SelfAttention(nn.Module):
     "Wrap `nn.MultiheadAttention` as the self-attention map X -> attn(X, X, X) on one input"
     def __init__(self, attn:nn.MultiheadAttention):
@@ -156,7 +156,7 @@ class SelfAttention(nn.Module):
         self.attn = attn
     def forward(self, X): return self.attn(X, X, X, need_weights=True)[0]   # explicit softmax path: forward-mode AD works
 
-# %% ../nbs/02_attention.ipynb #b5c464d6
+# %% ../nbs/02_attention.ipynb #681eaf19
 def _layout(m, num_heads=None):
     "(kind, prefix, H) of the attention block inside `m`: kind 'ours', 'torch' (nn.MultiheadAttention) or 'hf' (q/k/v/o_proj)"
     def kind(x):
@@ -212,7 +212,7 @@ def _qkvo(kind, prefix, H, p:dict)->dict:
     return dict(Q=_split_heads(Wq, H, 'q_proj.weight'), K=_split_heads(Wk, H, 'k_proj.weight'), V=V,
                 O=Wo.unflatten(1, (H, Wo.shape[1]//H)).permute(1, 0, 2))
 
-# %% ../nbs/02_attention.ipynb #f0b68efd
+# %% ../nbs/02_attention.ipynb #f25961f8
 def attention_params(
     module_or_params,     # our `MultiHeadAttention`, `nn.MultiheadAttention`, a module with q/k/v/o_proj, or a {'Q','K','V','O'} dict
     num_heads:int=None,   # heads; needed for q/k/v/o_proj modules without a `num_heads` attribute
@@ -226,7 +226,7 @@ def attention_params(
     _check_qkvo(p); _check_finite(p)
     return p
 
-# %% ../nbs/02_attention.ipynb #d2bb3aa1
+# %% ../nbs/02_attention.ipynb #af19da52
 def mha_laws(
     p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None, # heads, for q/k/v/o_proj modules without `num_heads`
@@ -236,7 +236,7 @@ def mha_laws(
     gram = lambda A: torch.einsum('hdk,hdl->hkl', A, A)
     return {'QK': gram(p['Q']) - gram(p['K']), 'VO': gram(p['V']) - gram(p['O'])}
 
-# %% ../nbs/02_attention.ipynb #8f24b698
+# %% ../nbs/02_attention.ipynb #41666a89
 def rope_laws(
     p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None,
@@ -248,7 +248,7 @@ def rope_laws(
     pair = lambda A: (A**2).sum(1).unflatten(-1, (dk//2, 2)).sum(-1)    # (H, dk/2)
     return {'QK': pair(p['Q']) - pair(p['K']), 'VO': mha_laws(p)['VO']}
 
-# %% ../nbs/02_attention.ipynb #3d3bc927
+# %% ../nbs/02_attention.ipynb #0ac97a7d
 def mha_laws_fn(module:nn.Module, num_heads:int=None, rope:bool=False):
     "`h(params)` giving `mha_laws` (or `rope_laws`) from a dict keyed by `module`'s own parameter names"
     k, prefix, H = _layout(module, num_heads)
