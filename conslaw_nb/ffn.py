@@ -5,19 +5,19 @@
 # %% auto #0
 __all__ = ['ffn', 'swiglu', 'FFN', 'SwiGLU', 'swiglu_params', 'swiglu_laws', 'swiglu_laws_fn', 'ffn_theory', 'swiglu_theory']
 
-# %% ../nbs/01_ffn.ipynb #7997900d
+# %% ../nbs/01_ffn.ipynb #886acbdf
 import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .pde import *
 
-# %% ../nbs/01_ffn.ipynb #2db419db
+# %% ../nbs/01_ffn.ipynb #1e91983e
 _ACTS = {'gelu': F.gelu, 'silu': F.silu}
 _SHAPES = {'A': '(d, d1)', 'B': '(d1, d)', 'C': '(d1, d)'}
 
 def _check_params(params, names, finite=True):
-    "Validate a params dict of the paper's layout; return (d, d1)"
+    "Validate a params dict in the paper's layout; return (d, d1)"
     if not isinstance(params, dict): raise ValueError(f"`params` must be a dict with keys {list(names)}, got {type(params).__name__}")
     for k in names:
         if k not in params: raise ValueError(f"`params` has no {k!r}: pass a dict with keys {list(names)} ({', '.join(f'{n} {_SHAPES[n]}' for n in names)})")
@@ -34,11 +34,13 @@ def _check_params(params, names, finite=True):
             if not torch.isfinite(params[k]).all(): raise ValueError(f"`params[{k!r}]` has non-finite entries (NaN/Inf): pass finite weights")
     return d, d1
 
-def _check_x(x, d):
+def _check_x(x, d, A):
     if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != d:
         raise ValueError(f"`x` must be a tensor of shape (d,) or (..., d) with d = {d}, got {getattr(x, 'shape', type(x).__name__)}")
+    if x.device != A.device or (x.dtype != A.dtype and not torch.is_autocast_enabled(x.device.type)):
+        raise ValueError(f"`x` is {x.dtype} on {x.device} but the weights are {A.dtype} on {A.device}: cast `x` with .to(A)")
 
-# %% ../nbs/01_ffn.ipynb #b987af0c
+# %% ../nbs/01_ffn.ipynb #a5c65ae5
 def ffn(
     params:dict,    # {'A': (d, d1), 'B': (d1, d)}
     x:Tensor,       # one input (d,), or a batch (..., d)
@@ -47,55 +49,66 @@ def ffn(
     "The feed-forward block `A σ(B x)` of the paper, σ = GELU or SiLU"
     if act not in _ACTS: raise ValueError(f"`act` must be one of {list(_ACTS)}, got {act!r}")
     d, _ = _check_params(params, ('A', 'B'))
-    _check_x(x, d)
+    _check_x(x, d, params['A'])
     return _ACTS[act](x @ params['B'].T) @ params['A'].T
 
-# %% ../nbs/01_ffn.ipynb #55e511b5
+# %% ../nbs/01_ffn.ipynb #9bb7e9e3
 def swiglu(
     params:dict,  # {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}: down, gate and up projections
     x:Tensor,     # one input (d,), or a batch (..., d)
 )->Tensor:        # A (SiLU(Bx) ⊙ Cx), shape like `x`
     "The SwiGLU block `A (SiLU(B x) ⊙ C x)` of the paper"
     d, _ = _check_params(params, ('A', 'B', 'C'))
-    _check_x(x, d)
+    _check_x(x, d, params['A'])
     return (F.silu(x @ params['B'].T) * (x @ params['C'].T)) @ params['A'].T
 
-# %% ../nbs/01_ffn.ipynb #1da1eaac
+# %% ../nbs/01_ffn.ipynb #bff1bed3
+def _check_sizes(d, d1):
+    for n,v in (('d', d), ('d1', d1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"`{n}` must be an integer >= 1, got {v!r}")
+
 def _init_weight(shape, fan_in, generator, dtype, device):
     w = torch.randn(shape, generator=generator, dtype=torch.float64)/math.sqrt(fan_in)
     return nn.Parameter(w.to(dtype=dtype or torch.get_default_dtype(), device=device))
 
 class FFN(nn.Module):
     "The block `A σ(B x)` as a module with parameters `A` (d, d1) and `B` (d1, d)"
-    def __init__(self, d:int, d1:int, act:str='gelu', generator=None, dtype=None, device=None):
+    def __init__(self,
+        d:int,          # model width (input and output)
+        d1:int,         # hidden width
+        act:str='gelu', # 'gelu' or 'silu'
+        generator:torch.Generator=None, # source of the random init
+        dtype=None, device=None,
+    ):
         super().__init__()
         _check_sizes(d, d1)
         if act not in _ACTS: raise ValueError(f"`act` must be one of {list(_ACTS)}, got {act!r}")
         self.act = act
-        self.A = _init_weight((d, d1), d1, generator, dtype, device)
-        self.B = _init_weight((d1, d), d, generator, dtype, device)
+        self.A = _init_weight((d, d1), d1, generator, dtype, device)   # down-projection
+        self.B = _init_weight((d1, d), d, generator, dtype, device)    # up-projection
     def forward(self, x): return ffn({'A': self.A, 'B': self.B}, x, self.act)
 
 class SwiGLU(nn.Module):
     "The block `A (SiLU(B x) ⊙ C x)` as a module with parameters `A` (d, d1), `B` and `C` (d1, d)"
-    def __init__(self, d:int, d1:int, generator=None, dtype=None, device=None):
+    def __init__(self,
+        d:int,          # model width (input and output)
+        d1:int,         # hidden width
+        generator:torch.Generator=None, # source of the random init
+        dtype=None, device=None,
+    ):
         super().__init__()
         _check_sizes(d, d1)
-        self.A = _init_weight((d, d1), d1, generator, dtype, device)
-        self.B = _init_weight((d1, d), d, generator, dtype, device)
-        self.C = _init_weight((d1, d), d, generator, dtype, device)
+        self.A = _init_weight((d, d1), d1, generator, dtype, device)   # down-projection
+        self.B = _init_weight((d1, d), d, generator, dtype, device)    # gate
+        self.C = _init_weight((d1, d), d, generator, dtype, device)    # linear (up) branch
     def forward(self, x): return swiglu({'A': self.A, 'B': self.B, 'C': self.C}, x)
 
-def _check_sizes(d, d1):
-    for n,v in (('d', d), ('d1', d1)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"`{n}` must be an integer >= 1, got {v!r}")
-
-# %% ../nbs/01_ffn.ipynb #297658d6
+# %% ../nbs/01_ffn.ipynb #e9fc07d6
 def _is_hf_mlp(m):
     return all(isinstance(getattr(m, n, None), nn.Linear) for n in ('gate_proj', 'up_proj', 'down_proj'))
 
 def _names(module):
-    "Parameter names of A, B, C (and the up-projection bias, or None) in `module`"
+    "Parameter names of A, B, C (and 'c', the up-projection bias, or None) in `module`"
     if isinstance(module, SwiGLU): return {'A': 'A', 'B': 'B', 'C': 'C', 'c': None}
     if _is_hf_mlp(module):
         return {'A': 'down_proj.weight', 'B': 'gate_proj.weight', 'C': 'up_proj.weight',
@@ -104,19 +117,23 @@ def _names(module):
                      f"(LLaMA/Qwen MLP); got {type(module).__name__}")
 
 def swiglu_params(
-    p,  # a `SwiGLU`, a LLaMA/Qwen-style MLP (gate_proj, up_proj, down_proj), or a params dict
+    p,  # a `SwiGLU`, a bias-free LLaMA/Qwen-style MLP (gate_proj, up_proj, down_proj), or a params dict
 )->dict: # {'A': down_proj.weight, 'B': gate_proj.weight, 'C': up_proj.weight}: the tensors themselves, gradients flow
     "The paper's {'A', 'B', 'C'} view of a SwiGLU block in either layout"
     if isinstance(p, dict): _check_params(p, ('A', 'B', 'C')); return {k: p[k] for k in 'ABC'}
     if not isinstance(p, nn.Module): raise ValueError(f"expected a params dict or an nn.Module, got {type(p).__name__}")
-    nm = _names(p); P = dict(p.named_parameters())
+    nm = _names(p)
+    if _is_hf_mlp(p) and any(getattr(p, n).bias is not None for n in ('gate_proj', 'up_proj', 'down_proj')):
+        raise ValueError("the MLP has biases, which the paper's SwiGLU has not: build it with bias=False "
+                         "(`swiglu_laws` and `swiglu_laws_fn` do handle biases)")
+    P = dict(p.named_parameters())
     out = {k: P[nm[k]] for k in 'ABC'}
     _check_params(out, ('A', 'B', 'C'))
     return out
 
-# %% ../nbs/01_ffn.ipynb #be129efe
+# %% ../nbs/01_ffn.ipynb #5fa5a0bd
 def _laws(A, C, c=None):
-    h = (A**2).sum(0) - (C**2).sum(1)
+    h = (A**2).sum(0) - (C**2).sum(1)      # (d1,)
     return h if c is None else h - c**2
 
 def swiglu_laws(
@@ -125,14 +142,15 @@ def swiglu_laws(
     "The d1 conservation laws of a SwiGLU block, differentiable in its parameters"
     if isinstance(p, dict):
         _check_params(p, ('A', 'C'))
-        return _laws(p['A'], p['C'], p.get('c'))
+        return _laws(p['A'], p['C'])
+    if not isinstance(p, nn.Module): raise ValueError(f"expected a params dict or an nn.Module, got {type(p).__name__}")
     nm = _names(p); P = dict(p.named_parameters())
     _check_params({'A': P[nm['A']], 'C': P[nm['C']]}, ('A', 'C'))
     return _laws(P[nm['A']], P[nm['C']], P[nm['c']] if nm['c'] else None)
 
 def swiglu_laws_fn(
     module:nn.Module, # a `SwiGLU` or a LLaMA/Qwen-style MLP
-    prefix:str='',    # prepended to the parameter names, for a block inside a bigger model ('layers.0.mlp.')
+    prefix:str='',    # prepended to the parameter names, for a block inside a bigger model (e.g. 'layers.0.mlp.')
 ):
     "`h(params)` computing `swiglu_laws` from a dict keyed like `module.named_parameters()`"
     nm = _names(module)
@@ -140,7 +158,7 @@ def swiglu_laws_fn(
     def h(params): return _laws(params[a], params[c], params[cb] if cb else None)
     return h
 
-# %% ../nbs/01_ffn.ipynb #c3c04ea7
+# %% ../nbs/01_ffn.ipynb #d80ac119
 def ffn_theory(d:int, d1:int, act:str='gelu')->int:
     "Independent conservation laws of `A σ(B x)` stated by the paper (Thm 4.1): none"
     _check_sizes(d, d1)
