@@ -7,12 +7,12 @@ __all__ = ['mha', 'sinusoidal_pe', 'rope_angles', 'apply_rope', 'MultiHeadAttent
            'mha_span_theory', 'SelfAttention', 'attention_params', 'mha_laws', 'rope_laws', 'mha_laws_fn',
            'rope_laws_fn']
 
-# %% ../nbs/02_attention.ipynb #7ef06f3f
+# %% ../nbs/02_attention.ipynb #f0be0fc6
 import math
 import torch
 from torch import nn, Tensor
 
-# %% ../nbs/02_attention.ipynb #944b40dd
+# %% ../nbs/02_attention.ipynb #270e9f52
 def _check_qkvo(p:dict, where='params'):
     "Validate a {'Q','K','V','O'} dict of stacked per-head matrices; return (H, d, dk, dv)"
     if not isinstance(p, dict): raise TypeError(f"`{where}` must be a dict with keys 'Q','K','V','O', got {type(p).__name__}")
@@ -28,10 +28,13 @@ def _check_qkvo(p:dict, where='params'):
     return H, d, dk, dv
 
 def _check_finite(p:dict, where='params'):
+    "Refuse NaN/Inf weights; skipped under `vmap`, where a data-dependent test cannot run"
     for k,v in p.items():
-        if not torch.isfinite(v).all(): raise ValueError(f"`{where}['{k}']` has non-finite entries (NaN/Inf): pass finite weights")
+        try: bad = not bool(torch.isfinite(v).all())
+        except RuntimeError: return                        # inside torch.func.vmap
+        if bad: raise ValueError(f"`{where}['{k}']` has non-finite entries (NaN/Inf): pass finite weights")
 
-# %% ../nbs/02_attention.ipynb #d333a7f3
+# %% ../nbs/02_attention.ipynb #bb5c01cf
 def mha(
     params:dict,          # {'Q': (H,d,dk), 'K': (H,d,dk), 'V': (H,d,dv), 'O': (H,d,dv)}
     X:Tensor,             # (T, d) one sequence (leading batch dims are allowed)
@@ -39,6 +42,7 @@ def mha(
     pe=None,              # None, 'sinusoidal', or a (T, d) tensor P added to X
     rope:bool=False,      # rotate queries and keys with `apply_rope`
     rope_base:float=10000.,
+    rope_pairs:str='adjacent', # column pairing of RoPE, see `apply_rope`
 )->Tensor:                # (T, d)
     "Multi-head attention Σ_i softmax(X Q_i K_iᵀ Xᵀ/√dk) X V_i O_iᵀ, all heads in one einsum"
     H, d, dk, dv = _check_qkvo(params)
@@ -55,12 +59,12 @@ def mha(
     q = torch.einsum('...td,hdk->...htk', X, params['Q'])      # (..., H, T, dk)
     k = torch.einsum('...td,hdk->...htk', X, params['K'])
     v = torch.einsum('...td,hdv->...htv', X, params['V'])      # (..., H, T, dv)
-    if rope: q, k = apply_rope(q, rope_base), apply_rope(k, rope_base)
+    if rope: q, k = apply_rope(q, rope_base, rope_pairs), apply_rope(k, rope_base, rope_pairs)
     s = q @ k.transpose(-1, -2) / math.sqrt(dk)                 # (..., H, T, T)
     if causal: s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1), float('-inf'))
     return torch.einsum('...hts,...hsv,hev->...te', s.softmax(-1), v, params['O'])
 
-# %% ../nbs/02_attention.ipynb #cbbc9363
+# %% ../nbs/02_attention.ipynb #c4f67c4d
 def sinusoidal_pe(
     T:int,            # sequence length (>= 1)
     d:int,            # model width
@@ -76,26 +80,34 @@ def sinusoidal_pe(
     ang = pos*freq                                                             # (T, ceil(d/2))
     return torch.stack([ang.sin(), ang.cos()], -1).flatten(-2)[:, :d]
 
-# %% ../nbs/02_attention.ipynb #37b8bfb2
+# %% ../nbs/02_attention.ipynb #cc129af2
 def rope_angles(T:int, dk:int, base:float=10000., device=None, dtype=None)->Tensor:
     "The rotation angle p·base^(−2j/dk) of pair j at position p, shape (T, dk//2)"
     if dk % 2: raise ValueError(f"`dk` = {dk} is odd: RoPE rotates pairs of columns, so the per-head width must be even")
     pos = torch.arange(T, device=device, dtype=dtype)
     return pos[:, None] * base ** (-torch.arange(0, dk, 2, device=device, dtype=dtype)/dk)
 
+def _check_pairs(pairs):
+    if pairs not in ('adjacent', 'half'): raise ValueError(f"`pairs` = {pairs!r}: use 'adjacent' (columns 2j, 2j+1) or 'half' (columns j, j+dk/2)")
+
 def apply_rope(
-    x:Tensor,           # (..., T, dk) queries or keys, position along dim -2
-    base:float=10000.,  # frequency base
+    x:Tensor,             # (..., T, dk) queries or keys, position along dim -2
+    base:float=10000.,    # frequency base
+    pairs:str='adjacent', # 'adjacent': pair j is columns (2j, 2j+1) (RoFormer); 'half': columns (j, j+dk/2) (GPT-NeoX/Llama `rotate_half`)
 )->Tensor:
-    "Rotate each adjacent column pair (2j, 2j+1) of `x` at position p by the angle p·base^(−2j/dk)"
+    "Rotate column pair j of `x` at position p by the angle p·base^(−2j/dk)"
+    _check_pairs(pairs)
     T, dk = x.shape[-2:]
-    if dk % 2: raise ValueError(f"`x` has odd last dim dk = {dk}: RoPE rotates adjacent column pairs, so dk must be even")
+    if dk % 2: raise ValueError(f"`x` has odd last dim dk = {dk}: RoPE rotates column pairs, so dk must be even")
     a = rope_angles(T, dk, base, x.device, x.dtype)
     c, s = a.cos(), a.sin()
-    x1, x2 = x.unflatten(-1, (dk//2, 2)).unbind(-1)                           # (..., T, dk/2) each
-    return torch.stack([x1*c - x2*s, x1*s + x2*c], -1).flatten(-2)
+    if pairs == 'adjacent':
+        x1, x2 = x.unflatten(-1, (dk//2, 2)).unbind(-1)                       # (..., T, dk/2) each
+        return torch.stack([x1*c - x2*s, x1*s + x2*c], -1).flatten(-2)
+    x1, x2 = x.chunk(2, -1)
+    return torch.cat([x1*c - x2*s, x1*s + x2*c], -1)
 
-# %% ../nbs/02_attention.ipynb #6454aae5
+# %% ../nbs/02_attention.ipynb #03027193
 class MultiHeadAttention(nn.Module):
     "Multi-head self-attention whose parameters are the stacked per-head matrices Q, K (H,d,dk) and V, O (H,d,dv)"
     def __init__(self,
@@ -107,6 +119,7 @@ class MultiHeadAttention(nn.Module):
         pe=None,            # None or 'sinusoidal'
         rope:bool=False,    # rotary position embedding on queries and keys
         rope_base:float=10000.,
+        rope_pairs:str='adjacent', # 'adjacent' or 'half', see `apply_rope`
     ):
         super().__init__()
         if n_heads < 1: raise ValueError(f"`n_heads` = {n_heads}: need at least one head")
@@ -115,18 +128,19 @@ class MultiHeadAttention(nn.Module):
         dk = dk or d//n_heads; dv = dv or d//n_heads
         if rope and dk % 2: raise ValueError(f"rope=True needs an even dk, got odd dk = {dk}: pass an even dk")
         if pe not in (None, 'sinusoidal'): raise ValueError(f"`pe` = {pe!r}: use None or 'sinusoidal'")
+        _check_pairs(rope_pairs)
         self.d, self.n_heads, self.dk, self.dv = d, n_heads, dk, dv
-        self.causal, self.pe, self.rope, self.rope_base = causal, pe, rope, rope_base
+        self.causal, self.pe, self.rope, self.rope_base, self.rope_pairs = causal, pe, rope, rope_base, rope_pairs
         self.Q = nn.Parameter(torch.randn(n_heads, d, dk)/math.sqrt(d))
         self.K = nn.Parameter(torch.randn(n_heads, d, dk)/math.sqrt(d))
         self.V = nn.Parameter(torch.randn(n_heads, d, dv)/math.sqrt(d))
         self.O = nn.Parameter(torch.randn(n_heads, d, dv)/math.sqrt(dv))
     def forward(self, X):
         p = dict(Q=self.Q, K=self.K, V=self.V, O=self.O)
-        return mha(p, X, self.causal, self.pe, self.rope, self.rope_base)
-    def extra_repr(self): return f"d={self.d}, n_heads={self.n_heads}, dk={self.dk}, dv={self.dv}, causal={self.causal}, pe={self.pe}, rope={self.rope}"
+        return mha(p, X, self.causal, self.pe, self.rope, self.rope_base, self.rope_pairs)
+    def extra_repr(self): return f"d={self.d}, n_heads={self.n_heads}, dk={self.dk}, dv={self.dv}, causal={self.causal}, pe={self.pe}, rope={self.rope}" + (f", rope_pairs={self.rope_pairs!r}" if self.rope else "")
 
-# %% ../nbs/02_attention.ipynb #abbd0ad1
+# %% ../nbs/02_attention.ipynb #b867336e
 def _pos(**kw):
     for k,v in kw.items():
         if not isinstance(v, int) or v < 1: raise ValueError(f"`{k}` = {v!r}: must be a positive integer")
@@ -147,7 +161,7 @@ def mha_span_theory(H:int, dk:int, dv:int)->int:
     _pos(H=H, dk=dk, dv=dv)
     return H*(dk*dk + dv*dv)
 
-# %% ../nbs/02_attention.ipynb #77460862
+# %% ../nbs/02_attention.ipynb #a0df8932
 class SelfAttention(nn.Module):
     "Wrap `nn.MultiheadAttention` as the self-attention map X -> attn(X, X, X) on one input"
     def __init__(self, attn:nn.MultiheadAttention):
@@ -156,7 +170,7 @@ class SelfAttention(nn.Module):
         self.attn = attn
     def forward(self, X): return self.attn(X, X, X, need_weights=True)[0]   # explicit softmax path: forward-mode AD works
 
-# %% ../nbs/02_attention.ipynb #681eaf19
+# %% ../nbs/02_attention.ipynb #af0c341b
 def _layout(m, num_heads=None):
     "(kind, prefix, H) of the attention block inside `m`: kind 'ours', 'torch' (nn.MultiheadAttention) or 'hf' (q/k/v/o_proj)"
     def kind(x):
@@ -212,7 +226,7 @@ def _qkvo(kind, prefix, H, p:dict)->dict:
     return dict(Q=_split_heads(Wq, H, 'q_proj.weight'), K=_split_heads(Wk, H, 'k_proj.weight'), V=V,
                 O=Wo.unflatten(1, (H, Wo.shape[1]//H)).permute(1, 0, 2))
 
-# %% ../nbs/02_attention.ipynb #f25961f8
+# %% ../nbs/02_attention.ipynb #797c2a99
 def attention_params(
     module_or_params,     # our `MultiHeadAttention`, `nn.MultiheadAttention`, a module with q/k/v/o_proj, or a {'Q','K','V','O'} dict
     num_heads:int=None,   # heads; needed for q/k/v/o_proj modules without a `num_heads` attribute
@@ -226,7 +240,7 @@ def attention_params(
     _check_qkvo(p); _check_finite(p)
     return p
 
-# %% ../nbs/02_attention.ipynb #af19da52
+# %% ../nbs/02_attention.ipynb #b3e7c117
 def mha_laws(
     p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None, # heads, for q/k/v/o_proj modules without `num_heads`
@@ -236,25 +250,35 @@ def mha_laws(
     gram = lambda A: torch.einsum('hdk,hdl->hkl', A, A)
     return {'QK': gram(p['Q']) - gram(p['K']), 'VO': gram(p['V']) - gram(p['O'])}
 
-# %% ../nbs/02_attention.ipynb #41666a89
+# %% ../nbs/02_attention.ipynb #b40d5771
 def rope_laws(
-    p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
-    num_heads:int=None,
-)->dict:                # {'QK': (H, dk//2), 'VO': (H, dv, dv)}
+    p,                    # a {'Q','K','V','O'} dict or any module `attention_params` accepts
+    num_heads:int=None,   # heads, for q/k/v/o_proj modules without `num_heads`
+    pairs:str='adjacent', # the model's RoPE pairing: 'adjacent' (2j, 2j+1) or 'half' (j, j+dk/2)
+)->dict:                  # {'QK': (H, dk//2), 'VO': (H, dv, dv)}
     "Per-head conserved quantities of RoPE attention: ‖Q_i^(j)‖_F² − ‖K_i^(j)‖_F² per column pair j, and V_iᵀV_i − O_iᵀO_i"
+    _check_pairs(pairs)
     p = attention_params(p, num_heads)
     dk = p['Q'].shape[-1]
     if dk % 2: raise ValueError(f"dk = {dk} is odd: RoPE needs an even per-head width")
-    pair = lambda A: (A**2).sum(1).unflatten(-1, (dk//2, 2)).sum(-1)    # (H, dk/2)
+    def pair(A):                                                         # (H, dk/2): squared norm of each column pair
+        c = (A**2).sum(1)
+        return c.unflatten(-1, (dk//2, 2)).sum(-1) if pairs == 'adjacent' else c[:, :dk//2] + c[:, dk//2:]
     return {'QK': pair(p['Q']) - pair(p['K']), 'VO': mha_laws(p)['VO']}
 
-# %% ../nbs/02_attention.ipynb #0ac97a7d
-def mha_laws_fn(module:nn.Module, num_heads:int=None, rope:bool=False):
+# %% ../nbs/02_attention.ipynb #be72ef50
+def mha_laws_fn(
+    module:nn.Module,     # our `MultiHeadAttention`, `nn.MultiheadAttention` (or `SelfAttention`), a q/k/v/o_proj module, or a model holding one of them
+    num_heads:int=None,   # heads, for q/k/v/o_proj modules without `num_heads`
+    rope:bool=False,      # give `rope_laws` instead of `mha_laws`
+    pairs:str='adjacent', # RoPE pairing, when `rope`
+):
     "`h(params)` giving `mha_laws` (or `rope_laws`) from a dict keyed by `module`'s own parameter names"
+    _check_pairs(pairs)
     k, prefix, H = _layout(module, num_heads)
-    laws = rope_laws if rope else mha_laws
-    return lambda params: laws(_qkvo(k, prefix, H, params))
+    if rope: return lambda params: rope_laws(_qkvo(k, prefix, H, params), pairs=pairs)
+    return lambda params: mha_laws(_qkvo(k, prefix, H, params))
 
-def rope_laws_fn(module:nn.Module, num_heads:int=None):
+def rope_laws_fn(module:nn.Module, num_heads:int=None, pairs:str='adjacent'):
     "`h(params)` giving `rope_laws` from a dict keyed by `module`'s own parameter names"
-    return mha_laws_fn(module, num_heads, rope=True)
+    return mha_laws_fn(module, num_heads, rope=True, pairs=pairs)
