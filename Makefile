@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test export clean-nbs readme docs bench setup
+.PHONY: demo test export clean-nbs readme docs bench setup browser
 
 setup: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): setup.py settings.ini
 demo: $(STAMP)
 	$(BIN)/conslaw demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/nbdev_test --n_workers 2
 	$(BIN)/python -m pytest -q tests
 
@@ -35,3 +35,16 @@ outputs: $(STAMP)
 	$(BIN)/python tools/run_nbs.py $(or $(NB),nbs/*.ipynb)
 	$(BIN)/nbdev_clean
 	$(BIN)/python tools/readme.py nbs/index.ipynb README.md
+
+# The docs site, offline: nbdev's processors on copies of the notebooks, MkDocs Material, bundled MathJax (tools/docs/).
+# Serve it with `python -m http.server -d docs`. Where Quarto is installed, `nbdev_docs` builds the Quarto site instead.
+docs: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python tools/docs/build.py --nbs nbs --out docs
+
+# Headless Chromium for the docs browser test (tests/test_docs.py): installed from Debian when missing and run as root
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "chromium is missing and this is not root: the docs browser test will be skipped"; fi; \
+	fi

@@ -1,0 +1,109 @@
+"""The documentation site: `tools/docs/build.py` builds it offline from the notebooks, and headless Chromium reads it.
+
+One build (into a temporary folder, so `docs/` is left alone) serves every test here. The browser test needs Debian's
+`chromium` (`make test` installs it when run as root); it is skipped, saying so, only where no Chromium exists at all.
+"""
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT/'tools'/'docs'))
+import build as docs_build  # noqa: E402
+import check_site  # noqa: E402
+
+NBS = docs_build.list_notebooks(ROOT/'nbs')
+PAGES = [docs_build.page_name(nb) + '.html' for nb in NBS]
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp('site')
+    r = subprocess.run([sys.executable, str(ROOT/'tools'/'docs'/'build.py'), '--out', str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=900, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert r.returncode == 0, f"the docs build failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return out
+
+
+def test_page_names_follow_nbdev():
+    "Pages are named as nbdev names them, so nbdev's doc links (`pde.html#count_laws`) hold; index comes first"
+    test = [docs_build.page_name(Path(n)) for n in ('00_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '09_cli.ipynb')]
+    assert test == ['pde', 'data', 'index', 'cli']
+    assert NBS[0].name == 'index.ipynb' and [p.name for p in NBS[1:]] == sorted(p.name for p in NBS[1:])
+    assert docs_build.slugify('Flat.flatten') == 'flat.flatten' and docs_build.slugify('count_laws') == 'count_laws'
+    assert docs_build.slugify('Deciding a rank, honestly') == 'deciding-a-rank-honestly'
+
+
+def test_markdown_helpers():
+    md = 'the flow\n$$\\dot x = 1.$$\nA function $h$.\n\n```\n$$ kept $$\n```\n'
+    assert docs_build.display_math_blocks(md) == 'the flow\n\n$$\n\\dot x = 1.\n$$\n\nA function $h$.\n\n```\n$$ kept $$\n```'
+    pages = {'pde.html': 'pde.md', '00_pde.ipynb': 'pde.md'}
+    got = docs_build.rewrite_links('[a](https://h/b/pde.html#x) [b](00_pde.ipynb) <a href="pde.html#y">', pages, 'https://h/b/')
+    assert got == '[a](pde.md#x) [b](pde.md) <a href="pde.html#y">'
+    assert docs_build._cell_options('#| echo: false\n#| code-fold: show\nx = 1')[0] == {'echo': False, 'code-fold': 'show'}
+
+
+def test_every_notebook_is_a_page_in_order(site):
+    for p in PAGES: assert (site/p).exists(), f"no page {p}"
+    html = (site/'index.html').read_text()
+    nav = html[html.index('md-nav--primary'):html.index('md-sidebar--secondary')]   # the left sidebar
+    hrefs = [h for h in re.findall(r'href="([^"#]+\.html)"', nav)]
+    order = list(dict.fromkeys(h.split('/')[-1] for h in hrefs))
+    assert order == PAGES, f"sidebar order {order} != notebook order {PAGES}"
+    assert (site/'search'/'search_index.json').exists()
+
+
+def test_nothing_loads_from_off_site(site):
+    "No script, stylesheet, image or frame comes from another host: the site works with no network"
+    bad = []
+    for f in site.rglob('*.html'):
+        for tag in re.findall(r'<(?:script|link|img|iframe|source|embed|object)\b[^>]*>', f.read_text(errors='replace')):
+            if re.search(r'\b(?:src|href|data)\s*=\s*["\']?(?:https?:)?//', tag) and 'rel="canonical"' not in tag:
+                bad.append(f'{f.name}: {tag[:160]}')
+    assert not bad, '\n'.join(bad)
+    assert (site/'mathjax'/'tex-chtml-full.js').exists() and any((site/'mathjax'/'output'/'chtml'/'fonts').rglob('*.woff'))
+
+
+def _exports():
+    "(page, name) of every function and class in `__all__` of the generated modules, on its notebook's page"
+    out = []
+    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+        src = py.read_text()
+        m = re.search(r'File to edit: \.\./nbs/(\S+?\.ipynb)', src)
+        if not m or not (ROOT/'nbs'/m.group(1)).exists(): continue
+        body = ast.parse(src).body
+        defs = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        for node in body:   # nbdev's show_doc documents functions and classes (not constants), so do we
+            if isinstance(node, ast.Assign) and any(getattr(t, 'id', '') == '__all__' for t in node.targets):
+                page = docs_build.page_name(Path(m.group(1))) + '.html'
+                out += [(page, n) for n in ast.literal_eval(node.value) if n in defs]
+    return out
+
+
+def test_api_docs_for_every_export(site):
+    "Every exported symbol has its show_doc section (heading with nbdev's anchor, signature) on its notebook's page"
+    exports = _exports()
+    assert exports, "no exported symbol found"
+    missing = []
+    for page, name in exports:
+        html = (site/page).read_text()
+        if not re.search(rf'<h[2-4] id="{re.escape(docs_build.slugify(name))}"', html): missing.append(f'{page}: {name}')
+    assert not missing, "no API docs for: " + ', '.join(missing)
+    pde = (site/'pde.html').read_text()
+    assert 'def count_laws' in re.sub(r'<[^>]+>', '', pde)
+
+
+def test_pages_in_headless_chromium(site):
+    "Every page loads with no console error, its math typeset, images loaded, links resolving, nothing off-site"
+    if not check_site.find_chromium():
+        pytest.skip("chromium is not installed: `apt-get install chromium` (`make test` does it when run as root)")
+    r = check_site.check_site(site, pages=PAGES)
+    assert not r['problems'], '\n'.join(r['problems'])
+    assert set(r['pages']) == set(PAGES)
+    assert sum(p['math'] for p in r['pages'].values()) > 0 and r['internal_links'] > len(PAGES)
+    assert r['search_results'] > 0
