@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['ffn', 'swiglu', 'FFN', 'SwiGLU', 'swiglu_params', 'swiglu_laws', 'swiglu_laws_fn', 'ffn_theory', 'swiglu_theory']
 
-# %% ../nbs/01_ffn.ipynb #886acbdf
+# %% ../nbs/01_ffn.ipynb #dd33d3af
 import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .pde import *
 
-# %% ../nbs/01_ffn.ipynb #1e91983e
+# %% ../nbs/01_ffn.ipynb #1e4ae667
 _ACTS = {'gelu': F.gelu, 'silu': F.silu}
 _SHAPES = {'A': '(d, d1)', 'B': '(d1, d)', 'C': '(d1, d)'}
 
@@ -40,7 +40,7 @@ def _check_x(x, d, A):
     if x.device != A.device or (x.dtype != A.dtype and not torch.is_autocast_enabled(x.device.type)):
         raise ValueError(f"`x` is {x.dtype} on {x.device} but the weights are {A.dtype} on {A.device}: cast `x` with .to(A)")
 
-# %% ../nbs/01_ffn.ipynb #a5c65ae5
+# %% ../nbs/01_ffn.ipynb #0cdf2a1f
 def ffn(
     params:dict,    # {'A': (d, d1), 'B': (d1, d)}
     x:Tensor,       # one input (d,), or a batch (..., d)
@@ -52,7 +52,7 @@ def ffn(
     _check_x(x, d, params['A'])
     return _ACTS[act](x @ params['B'].T) @ params['A'].T
 
-# %% ../nbs/01_ffn.ipynb #9bb7e9e3
+# %% ../nbs/01_ffn.ipynb #08c95e67
 def swiglu(
     params:dict,  # {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}: down, gate and up projections
     x:Tensor,     # one input (d,), or a batch (..., d)
@@ -62,7 +62,7 @@ def swiglu(
     _check_x(x, d, params['A'])
     return (F.silu(x @ params['B'].T) * (x @ params['C'].T)) @ params['A'].T
 
-# %% ../nbs/01_ffn.ipynb #bff1bed3
+# %% ../nbs/01_ffn.ipynb #cef1145e
 def _check_sizes(d, d1):
     for n,v in (('d', d), ('d1', d1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"`{n}` must be an integer >= 1, got {v!r}")
@@ -103,7 +103,7 @@ class SwiGLU(nn.Module):
         self.C = _init_weight((d1, d), d, generator, dtype, device)    # linear (up) branch
     def forward(self, x): return swiglu({'A': self.A, 'B': self.B, 'C': self.C}, x)
 
-# %% ../nbs/01_ffn.ipynb #e9fc07d6
+# %% ../nbs/01_ffn.ipynb #261aa71e
 def _is_hf_mlp(m):
     return all(isinstance(getattr(m, n, None), nn.Linear) for n in ('gate_proj', 'up_proj', 'down_proj'))
 
@@ -131,7 +131,7 @@ def swiglu_params(
     _check_params(out, ('A', 'B', 'C'))
     return out
 
-# %% ../nbs/01_ffn.ipynb #5fa5a0bd
+# %% ../nbs/01_ffn.ipynb #6e4ab02d
 def _laws(A, C, c=None):
     h = (A**2).sum(0) - (C**2).sum(1)      # (d1,)
     return h if c is None else h - c**2
@@ -155,10 +155,14 @@ def swiglu_laws_fn(
     "`h(params)` computing `swiglu_laws` from a dict keyed like `module.named_parameters()`"
     nm = _names(module)
     a, c, cb = prefix+nm['A'], prefix+nm['C'], (prefix+nm['c'] if nm['c'] else None)
-    def h(params): return _laws(params[a], params[c], params[cb] if cb else None)
+    def h(params):
+        for k in (a, c) + ((cb,) if cb else ()):
+            if k not in params: raise ValueError(f"`params` has no {k!r}: pass a dict keyed like the module's named_parameters()"
+                                                 + (" (check `prefix`)" if prefix else ''))
+        return _laws(params[a], params[c], params[cb] if cb else None)
     return h
 
-# %% ../nbs/01_ffn.ipynb #d80ac119
+# %% ../nbs/01_ffn.ipynb #9a7e2d3e
 def ffn_theory(d:int, d1:int, act:str='gelu')->int:
     "Independent conservation laws of `A σ(B x)` stated by the paper (Thm 4.1): none"
     _check_sizes(d, d1)
