@@ -74,8 +74,11 @@ def process_notebooks(nbs: list[Path], work: Path) -> dict[str, Path]:
         t0, buf = time.time(), io.StringIO()
         try:
             with contextlib.redirect_stdout(buf): nbdev.serve_drv.main((src/nb.name, proc/nb.name, FilterDefaults))
-        except Exception as e:
-            raise RuntimeError(f"nbdev could not process {nb.name} for the docs: {e}\n{buf.getvalue()}") from e
+        except Exception as e:   # as nbdev_docs would: show_doc runs exported cells and any cell with an import
+            cause = f"\ncaused by {type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ else ''
+            raise RuntimeError(f"nbdev could not process {nb.name} for the docs: {e}{cause}\n(nbdev executes every "
+                               "exported cell and every cell holding an import to render show_doc: keep imports in "
+                               f"cells of their own)\n{buf.getvalue()}") from e
         print(f"  nbdev processed {nb.name} ({time.time()-t0:.1f} s)")
         out[nb.name] = proc/nb.name
     return out
@@ -264,7 +267,8 @@ def build_site(out: Path = ROOT/'docs', nbs: Path = ROOT/'nbs', work: Path | Non
             (src/f'{name}.md').write_text(md, encoding='utf-8')
             for rel, data in files.items():
                 (src/rel).parent.mkdir(parents=True, exist_ok=True); (src/rel).write_bytes(data)
-            nav.append({_plain(title): f'{name}.md'})
+            label = 'Home' if name == 'index' and _plain(title) == cfg.get('title') else _plain(title)
+            nav.append({label: f'{name}.md'})
         for p in nbs.rglob('*'):   # images and other files the notebooks' markdown refers to
             rel = p.relative_to(nbs)
             if p.is_file() and p.suffix.lower() in ASSET_SUFFIXES and not any(s.startswith(('.', '_')) for s in rel.parts):

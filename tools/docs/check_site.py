@@ -129,7 +129,7 @@ def chromium(binary: str):
 
 _PAGE_JS = r"""(async () => {
   const t0 = Date.now();
-  while (document.documentElement.getAttribute('data-math-typeset') !== 'done' && Date.now() - t0 < 20000)
+  while (document.documentElement.getAttribute('data-math-typeset') !== 'done' && Date.now() - t0 < 40000)
     await new Promise(r => setTimeout(r, 50));
   const imgs = [...document.images];
   await Promise.all(imgs.map(i => i.complete ? 0 : new Promise(r => { i.onload = i.onerror = r; })));
@@ -143,8 +143,8 @@ _PAGE_JS = r"""(async () => {
     math_raw: math.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
     nav_raw_math: [...document.querySelectorAll('.md-nav__link')].filter(
         e => /\\\(|\\\[/.test(e.textContent) && !e.querySelector('mjx-container')).map(e => e.textContent.trim()),
-    tex_errors: [...document.querySelectorAll('mjx-merror, [data-mjx-error]')].map(
-        e => e.getAttribute('data-mjx-error') || e.textContent.slice(0, 80)),
+    tex_errors: [...new Set([...document.querySelectorAll('mjx-merror, [data-mjx-error]')].map(
+        e => e.getAttribute('data-mjx-error') || e.textContent.slice(0, 80)))],
     images: imgs.map(i => ({src: i.src, ok: i.complete && i.naturalWidth > 0})),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id),
@@ -173,7 +173,7 @@ def check_site(site: Path, pages: list[str] | None = None, shots: Path | None = 
             cdp.events.clear()
             cdp.send('Page.navigate', url=url)
             cdp.wait_event('Page.loadEventFired', timeout=30)
-            info = cdp.eval(_PAGE_JS, timeout=60)
+            info = cdp.eval(_PAGE_JS, timeout=90)
             # console errors, uncaught exceptions, failed loads, requests leaving the site
             with contextlib.suppress(TimeoutError): cdp.send('Runtime.evaluate', expression='1')   # flush events
             errs, off = [], []
@@ -189,7 +189,7 @@ def check_site(site: Path, pages: list[str] | None = None, shots: Path | None = 
                 elif m == 'Network.requestWillBeSent':
                     u = p.get('request', {}).get('url', '')
                     if not (_same_site(u, base) or _local(u)): off.append(u)
-                elif m == 'Network.loadingFailed':
+                elif m == 'Network.loadingFailed' and not p.get('canceled'):   # not a load cut by navigation
                     errs.append(f"failed load: {p.get('errorText')}")
             off += [u for u in info['resources'] if not (_same_site(u, base) or _local(u))]
             info.update(errors=errs, offsite=sorted(set(off)))
@@ -247,7 +247,7 @@ def screenshots(site: Path, targets: list[str], shots: Path, binary: str | None 
         for t in targets:
             cdp.send('Page.navigate', url='about:blank'); cdp.wait_event('Page.loadEventFired', timeout=30)
             cdp.send('Page.navigate', url=base + t); cdp.wait_event('Page.loadEventFired', timeout=30)
-            cdp.eval(_PAGE_JS, timeout=60)
+            cdp.eval(_PAGE_JS, timeout=90)
             if '#' in t: cdp.eval(f"document.getElementById({json.dumps(t.split('#', 1)[1])}).scrollIntoView(); 1")
             time.sleep(0.3)
             f = Path(shots)/(t.replace('.html', '').replace('#', '-').replace('/', '_') + '.png')
