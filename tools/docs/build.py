@@ -11,8 +11,8 @@ Quarto (and so `nbdev_docs`) cannot be installed everywhere, so this builds the 
 4. build a static site with MkDocs + Material (sidebar in notebook order, search), with MathJax copied from the
    `django-static-mathjax` wheel so math renders without network.
 
-Where Quarto exists, `nbdev_docs` remains the alternative. The site is plain static files: serve it with
-`python -m http.server -d docs` (search needs http; every other page also opens straight from the file system).
+Where Quarto exists, `nbdev_docs` remains the alternative. The site is plain static files: read it with
+`python -m http.server -d docs` and a browser at http://127.0.0.1:8000 (search needs http).
 """
 from __future__ import annotations
 
