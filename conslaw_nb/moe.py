@@ -6,7 +6,7 @@
 __all__ = ['moe_gates', 'moe', 'MoE', 'moe_params', 'moe_laws', 'moe_laws_fn', 'topk_selections', 'moe_theory',
            'moe_measured_theory', 'moe_verify']
 
-# %% ../nbs/03_moe.ipynb #8896d8f6
+# %% ../nbs/03_moe.ipynb #36f49475
 import math, itertools
 import torch
 import torch.nn.functional as F
@@ -14,7 +14,7 @@ from torch import nn, Tensor
 from .pde import *
 from .ffn import swiglu, swiglu_laws, SwiGLU
 
-# %% ../nbs/03_moe.ipynb #fb97db22
+# %% ../nbs/03_moe.ipynb #238efc6c
 _GATES = ('softmax', 'sigmoid')
 _SHAPES = {'W': '(E, d)', 'A': '(E, d, d1)', 'B': '(E, d1, d)', 'C': '(E, d1, d)'}
 
@@ -65,7 +65,7 @@ def _check_params(p, finite=True):
             if not torch.isfinite(p[n]).all(): raise ValueError(f"`params[{n!r}]` has non-finite entries (NaN/Inf): pass finite weights")
     return E, d, d1
 
-# %% ../nbs/03_moe.ipynb #bfa57546
+# %% ../nbs/03_moe.ipynb #8036cb11
 def moe_gates(
     W:Tensor,             # router weights (E, d), rows W_i
     x:Tensor,             # one input (d,) or a batch (..., d)
@@ -85,7 +85,7 @@ def moe_gates(
         s = s * torch.zeros_like(z).scatter(-1, idx, 1.)             # zero the experts outside S(x)
     return s / s.sum(-1, keepdim=True)
 
-# %% ../nbs/03_moe.ipynb #16876859
+# %% ../nbs/03_moe.ipynb #2c4458cc
 def _experts(A, B, C, x):
     "All E SwiGLU experts A_i (SiLU(B_i x) ⊙ C_i x) at once"
     u = torch.einsum('eld,...d->...el', B, x)                        # (..., E, d1) gated branch
@@ -105,7 +105,7 @@ def moe(
     g = moe_gates(params['W'], x, k, gate)                           # (..., E)
     return torch.einsum('...e,...ed->...d', g, _experts(params['A'], params['B'], params['C'], x))
 
-# %% ../nbs/03_moe.ipynb #f4634fc4
+# %% ../nbs/03_moe.ipynb #435a5d1b
 def _init(shape, fan_in, generator, dtype, device):
     w = torch.randn(shape, generator=generator, dtype=torch.float64)/math.sqrt(fan_in)
     return nn.Parameter(w.to(dtype=dtype or torch.get_default_dtype(), device=device))
@@ -123,7 +123,7 @@ class MoE(nn.Module):
     def forward(self, x): return moe({'W': self.W, 'A': self.A, 'B': self.B, 'C': self.C}, x, self.k, self.gate)
     def extra_repr(self): return f"d={self.W.shape[1]}, d1={self.A.shape[2]}, n_experts={self.W.shape[0]}, k={self.k}, gate={self.gate!r}"
 
-# %% ../nbs/03_moe.ipynb #c06df592
+# %% ../nbs/03_moe.ipynb #a8b35f3d
 _ROUTERS = ('gate', 'router')
 _LAYOUTS = ({'B': 'gate_proj', 'C': 'up_proj', 'A': 'down_proj'},   # Qwen-MoE, DeepSeek, LLaMA-style MLP
             {'B': 'w1', 'C': 'w3', 'A': 'w2'})                      # Mixtral's expert MLP
@@ -169,7 +169,7 @@ def moe_params(
     _check_params(out)
     return out
 
-# %% ../nbs/03_moe.ipynb #77cb212e
+# %% ../nbs/03_moe.ipynb #60f8ae0a
 def _laws(q):
     E = q['A'].shape[0]
     return {'experts': torch.stack([swiglu_laws({'A': q['A'][i], 'C': q['C'][i]}) for i in range(E)]),  # (E, d1)
@@ -190,7 +190,7 @@ def moe_laws_fn(
     def h(params): return _laws(_stack(params, nm))
     return h
 
-# %% ../nbs/03_moe.ipynb #1e7f1925
+# %% ../nbs/03_moe.ipynb #e2a2e36c
 def topk_selections(
     W:Tensor,    # router weights (E, d) with d <= 2
     k:int=None,  # experts kept; None (or E): all of them
@@ -214,7 +214,7 @@ def topk_selections(
     idx = (X @ W.T).topk(k, dim=-1).indices.sort(-1).values
     return sorted(set(map(tuple, idx.tolist())))
 
-# %% ../nbs/03_moe.ipynb #cd95f03b
+# %% ../nbs/03_moe.ipynb #8bb8785e
 def _components(sets, E):
     "Connected components of the experts under 'selected together by some input' (dead experts in none)"
     parent = list(range(E))
@@ -250,7 +250,7 @@ def moe_measured_theory(
     groups = sum(1 for c in comps if gate == 'softmax' or len(c) == 1)
     return (E - live)*(3*d*d1 + d) + live*d1 + groups*d
 
-# %% ../nbs/03_moe.ipynb #db6e44a1
+# %% ../nbs/03_moe.ipynb #8a8dd32a
 def moe_verify(d:int, d1:int, E:int, k:int=None, gate:str='softmax', seed:int=0, dtype=torch.float64, device=None)->dict:
     "One row 'stated by the paper' vs 'measured by the engine' for a mixture of SwiGLU experts at a random point"
     stated = moe_theory(d, d1, E, k, gate)
