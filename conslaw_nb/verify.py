@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['ARCHS', 'Arch', 'verify_arch', 'verify', 'format_table', 'write_json', 'plot_spectra']
 
-# %% ../nbs/06_verify.ipynb #444e4de9
+# %% ../nbs/06_verify.ipynb #ad1b4d53
 import json, math, os, tempfile, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -13,12 +13,12 @@ import torch
 from .pde import count_laws, check_laws, laws_rank, random_params
 from . import ffn, attention, moe
 
-# %% ../nbs/06_verify.ipynb #c7544299
+# %% ../nbs/06_verify.ipynb #77ac8858
 @dataclass
 class Arch:
     "An architecture row: how to build it at a size, and what the paper states"
     name: str            # row label
-    build: callable      # size multiplier -> (f, shapes, sample_inputs, h, stated)
+    build: callable      # size multiplier -> (f, shapes, sample_inputs, h, stated[, formula])
     section: str = ''    # page of the docs that derives it
 
 def _gauss(*shape):
@@ -52,7 +52,7 @@ def _moe(k, gate):
         d, d1, E = 3*s, 2*s, 3
         shapes = {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}
         return (lambda p, x: moe.moe(p, x, k=k, gate=gate), shapes, _gauss(d), moe.moe_laws,
-                moe.moe_theory(d, d1, E, k=k, gate=gate))
+                moe.moe_theory(d, d1, E, k=k, gate=gate), moe.moe_measured_theory(d, d1, E, k=k, gate=gate))
     return build
 
 ARCHS = {a.name: a for a in [
@@ -62,7 +62,7 @@ ARCHS = {a.name: a for a in [
     Arch('moe-sigmoid-dense', _moe(None, 'sigmoid'), 'moe'), Arch('moe-sigmoid-top2', _moe(2, 'sigmoid'), 'moe'),
 ]}
 
-# %% ../nbs/06_verify.ipynb #d8888b4f
+# %% ../nbs/06_verify.ipynb #4dc86aec
 def verify_arch(
     name:str,            # a key of `ARCHS`
     size:int=1,          # multiplies every width
@@ -75,7 +75,8 @@ def verify_arch(
     if size < 1: raise ValueError(f"`size` must be >= 1, got {size}")
     tol = tol if tol is not None else torch.finfo(torch.float64).eps**0.5
     t0 = time.perf_counter()
-    f, shapes, inputs, h, stated = ARCHS[name].build(size)
+    f, shapes, inputs, h, stated, *rest = ARCHS[name].build(size)
+    formula = rest[0] if rest else stated          # this library's formula, where it differs from the paper's
     p = random_params(shapes, torch.Generator().manual_seed(seed), device=device)
     c = count_laws(f, p, inputs, seed=seed, device=device)
     if h is None: max_rel, rank, rank_gap = 0., 0, math.inf
@@ -88,7 +89,7 @@ def verify_arch(
     elif rank == c.n_laws: verdict = 'complete'
     elif rank < c.n_laws: verdict = 'incomplete'
     else: verdict = 'inconsistent'
-    return dict(arch=name, size=size, n_params=c.n_params, stated=stated, measured=c.n_laws,
+    return dict(arch=name, size=size, n_params=c.n_params, stated=stated, formula=formula, measured=c.n_laws,
                 span_laws=c.n_params - c.dim_span if c.dim_span is not None else None, dims_by_depth=c.dims_by_depth,
                 stated_rank=rank, max_rel=max_rel, verdict=verdict, gap=c.gap, rank_gap=rank_gap, status=c.status,
                 seconds=time.perf_counter() - t0, **_weakest(c))
@@ -99,7 +100,7 @@ def _weakest(c):
     d = min(c.decisions, key=lambda d: d.gap)
     return dict(sv=[float(v) for v in d.sv], cut=d.best_guess)
 
-# %% ../nbs/06_verify.ipynb #7cccc274
+# %% ../nbs/06_verify.ipynb #b1774177
 def verify(
     archs=None,          # names (default: all of `ARCHS`)
     size:int=1, seed:int=0, device=None,
@@ -116,16 +117,16 @@ def verify(
 
 def format_table(rows:list)->str:
     "The verification rows as a fixed-width text table"
-    hdr = f"{'arch':18} {'D':>5} {'stated':>6} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
+    hdr = f"{'arch':18} {'D':>5} {'stated':>6} {'formula':>7} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
     lines = [hdr, '-'*len(hdr)]
     for r in rows:
         m = '?' if r['measured'] is None else r['measured']
         so = '?' if r['span_laws'] is None else r['span_laws']
-        lines.append(f"{r['arch']:18} {r['n_params']:>5} {r['stated']:>6} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
+        lines.append(f"{r['arch']:18} {r['n_params']:>5} {r['stated']:>6} {r['formula']:>7} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
                      f"{r['verdict']:>13} {r['gap']:>9.1e} {r['seconds']:>6.2f}")
     return '\n'.join(lines)
 
-# %% ../nbs/06_verify.ipynb #667f7c81
+# %% ../nbs/06_verify.ipynb #aaaf7aae
 def write_json(rows:list, path)->Path:
     "Write `rows` to `path` atomically (a temporary file in the same folder, then rename)"
     path = Path(path)
