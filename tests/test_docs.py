@@ -98,6 +98,14 @@ def test_api_docs_for_every_export(site):
     assert 'def count_laws' in re.sub(r'<[^>]+>', '', pde)
 
 
+def test_content_page_has_prose_code_outputs_figures(site):
+    "The engine page carries its prose, math, code, stored outputs and figures; #| hide and export cells are gone"
+    pde = (site/'pde.html').read_text()
+    assert 'class="arithmatex"' in pde and 'nb-input' in pde and 'nb-output' in pde
+    assert re.search(r'<img[^>]+src="pde_files/[^"]+\.png"', pde)
+    assert 'from fastcore.test import' not in pde and 'nbdev_export()' not in pde and '#| export' not in pde
+
+
 def test_pages_in_headless_chromium(site):
     "Every page loads with no console error, its math typeset, images loaded, links resolving, nothing off-site"
     if not check_site.find_chromium():
@@ -107,3 +115,4 @@ def test_pages_in_headless_chromium(site):
     assert set(r['pages']) == set(PAGES)
     assert sum(p['math'] for p in r['pages'].values()) > 0 and r['internal_links'] > len(PAGES)
     assert r['search_results'] > 0
+    assert sum(len(p['images']) for p in r['pages'].values()) > 0, "no figure on any page"
