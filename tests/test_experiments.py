@@ -1,0 +1,101 @@
+"Experiments: readers on small files of the real formats, the monitor's exact drift, sweep resume, fits and the CLI."
+import json, math, pickle
+from pathlib import Path
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conslaw_nb import experiments as ex
+from conslaw_nb.data import read_wikitext, read_idx, write_idx, read_cifar10, fashion_mnist, WIKITEXT_FILES
+from conslaw_nb.models import build_model
+
+TINY = dict(d_model=8, d_ff=8, n_head=2)
+
+def test_readers_on_small_files(tmp_path):
+    for f, t in zip(WIKITEXT_FILES.values(), [" = A = \n\n the cat sat . \n", " the dog \n", " cat \n"]):
+        (tmp_path/f).write_text(t, encoding='utf-8')
+    c = read_wikitext(tmp_path)
+    assert [c.vocab[i] for i in c.valid] == ['the', '<unk>', '<eos>']
+    rng = np.random.default_rng(0)
+    fm = tmp_path/'fm'; fm.mkdir()
+    for n, a in [('train-images-idx3', rng.integers(0, 256, (3, 28, 28))), ('train-labels-idx1', np.array([0, 1, 9])),
+                 ('t10k-images-idx3', rng.integers(0, 256, (2, 28, 28))), ('t10k-labels-idx1', np.array([3, 4]))]:
+        write_idx(fm/f'{n}-ubyte.gz', a)
+    d = fashion_mnist(fm)
+    assert d.x_train.shape == (3, 1, 28, 28) and d.y_train.tolist() == [0, 1, 9] and float(d.x_train.max()) <= 1
+    cf = tmp_path/'cifar'; cf.mkdir()
+    for f in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
+        with open(cf/f, 'wb') as fh: pickle.dump({b'data': rng.integers(0, 256, (2, 3072), dtype=np.uint8), b'labels': [5, 6]}, fh)
+    with open(cf/'batches.meta', 'wb') as fh: pickle.dump({b'label_names': [b'airplane'] * 10}, fh)
+    x = read_cifar10(cf)
+    assert x.x_train.shape == (10, 3, 32, 32) and x.classes[0] == 'airplane'
+    with pytest.raises(FileNotFoundError, match='cifar-10-batches-py'): read_cifar10(tmp_path)
+
+@pytest.mark.parametrize('preset', ['ptb-tiny-moe', 'fashion-tiny'])
+def test_one_step_drift_is_tau2_h_of_grad(preset):
+    torch.manual_seed(0)
+    m = build_model(preset, **TINY).double()
+    mon = ex.ConservationMonitor(m)
+    kinds = {k for k, _ in mon.h0}
+    assert {'qk', 'vo', 'swiglu'} <= kinds
+    if preset == 'ptb-tiny-moe':
+        x = torch.randint(0, 10000, (3, 6)); y = torch.randint(0, 10000, (3, 6))
+    else:
+        x = torch.rand(3, 1, 28, 28, dtype=torch.float64); y = torch.tensor([0, 1, 2])
+    loss = F.cross_entropy(m(x).flatten(0, -2), y.flatten())
+    names = [n for n, _ in m.named_parameters()]
+    g = dict(zip(names, torch.autograd.grad(loss, list(m.parameters()))))
+    tau = 0.3
+    with torch.no_grad():
+        for n, p in m.named_parameters(): p -= tau * g[n]
+    h1, hg = mon.laws(), mon.laws(g)
+    for key in mon.h0:
+        d = h1[key] - mon.h0[key]
+        if key[0] in ('qk', 'vo', 'swiglu'):
+            assert (d - tau**2 * hg[key]).norm() <= 1e-7 * d.norm(), key
+        if key[0] == 'gate': assert d.abs().max() < 1e-13
+
+def test_fit_recovers_exponents_of_synthetic_records():
+    recs = []
+    for seed, C in [(0, 1.0), (1, 3.0)]:
+        for lr in (1e-3, 3e-3, 1e-2):
+            for k in ex.log_steps(20):
+                recs.append(dict(run=f'r{lr}{seed}', task='t', optim='gd', schedule='const', lr=lr, weight_decay=0., seed=seed,
+                                 step=k, tau_k=lr*k, sum_tau2=lr**2*k, loss=1., kind='swiglu', block='b', layer=0,
+                                 eps=C*lr**2*k, eps_pred=C*lr**2*k, drift_err=1e-12, drift_abs=1e-16))
+    fit = ex.fit_exponents(recs, k_fit=10, tk_max=0.1)
+    assert abs(fit['tau_exponent'] - 2) < 1e-9 and abs(fit['k_exponent'] - 1) < 1e-9
+    assert fit['tau_fit']['taus'] == [1e-3, 3e-3, 1e-2]
+    with pytest.raises(ValueError, match='k_fit'): ex.fit_exponents(recs, k_fit=8)
+
+def test_sweep_resumes_without_losing_or_duplicating(tmp_path, monkeypatch):
+    kw = dict(lrs=(1e-3, 1e-2), seeds=(0,), steps=10, extra=(('gd', 'decay'),), overrides=TINY, progress=False)
+    real, calls = ex.train, []
+    def flaky(cfg, progress=False):
+        calls.append(cfg.name())
+        if len(calls) == 2: raise KeyboardInterrupt  # interrupted during the second run
+        return real(cfg, progress)
+    monkeypatch.setattr(ex, 'train', flaky)
+    with pytest.raises(KeyboardInterrupt): ex.sweep('ptb', tmp_path, **kw)
+    done = sorted(p.name for p in (tmp_path/'runs').iterdir())
+    assert done == ['ptb-gd-const-lr0.001-s0.csv']  # the interrupted run left no partial file behind
+    monkeypatch.setattr(ex, 'train', real)
+    fit = ex.sweep('ptb', tmp_path, **kw)
+    assert sorted(p.name for p in (tmp_path/'runs').iterdir()) == sorted(f'{c.name()}.csv' for c in ex.sweep_configs('ptb', **{k: v for k, v in kw.items() if k != 'progress'}))
+    recs = ex.read_records(tmp_path/'records.csv')
+    keys = [(r['run'], r['step'], r['kind'], r['block']) for r in recs]
+    assert len(keys) == len(set(keys)) and {r['run'] for r in recs} == {'ptb-gd-const-lr0.001-s0', 'ptb-gd-const-lr0.01-s0', 'ptb-gd-decay-lr0.001-s0'}
+    saved = json.loads((tmp_path/'fit.json').read_text())
+    assert {'tau_exponent', 'k_exponent', 'tau_fit', 'k_fit'} <= set(saved)
+    assert abs(saved['tau_exponent'] - 2) < 0.1  # tiny τk: the bound's exponent
+    assert saved['drift']['max_err_over_h0'] < 1e-13  # predicted = measured to rounding (relative to the law's size)
+    for f in ['eps_vs_step', 'eps_vs_tau', 'drift_predicted_vs_measured']:
+        assert (tmp_path/'figures'/f'{f}.png').stat().st_size > 1000
+
+def test_cli_train_and_errors(tmp_path, capsys):
+    assert ex.run_cli(['train', '--task', 'ptb', '--steps', '3', '--set', 'd_model=8', 'd_ff=8', '--out', str(tmp_path), '--quiet']) == 0
+    assert (tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv').exists()
+    assert 'swiglu' in capsys.readouterr().out
+    with pytest.raises(ValueError, match='lr'): ex.train(ex.TrainConfig(lr=-1))
+    with pytest.raises(ValueError, match='FIELD=VALUE'): ex._kv(['d_model'])
