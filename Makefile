@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test export clean-nbs readme docs bench setup browser
+.PHONY: demo test export clean-nbs readme docs bench setup browser fashion-mnist
 
 setup: $(STAMP)
 
@@ -14,7 +14,19 @@ $(STAMP): setup.py settings.ini
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check "$(TORCH)"
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev]"
+	@$(MAKE) --no-print-directory fashion-mnist
 	touch $(STAMP)
+
+# Fashion-MNIST for the experiments: the Debian package (gzipped IDX under /usr/share/datasets/fashion-mnist/).
+# Installed only when running as root; otherwise says how, and the experiments fall back to scikit-learn's digits.
+FASHION_DIR := /usr/share/datasets/fashion-mnist
+fashion-mnist:
+	@if [ -f $(FASHION_DIR)/train-images-idx3-ubyte.gz ]; then echo "Fashion-MNIST: found in $(FASHION_DIR)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -q dataset-fashion-mnist || (apt-get update -q && apt-get install -y -q dataset-fashion-mnist) || \
+	  echo "Fashion-MNIST: apt-get install dataset-fashion-mnist failed; the experiments will use scikit-learn's digits"; \
+	else echo "Fashion-MNIST is not installed. As root run: apt-get install dataset-fashion-mnist (Debian/Ubuntu)."; \
+	  echo "Until then the fashion-mnist task falls back to scikit-learn's 8x8 digits (pip install scikit-learn)."; fi
 
 demo: $(STAMP)
 	$(BIN)/conslaw demo
