@@ -1,0 +1,84 @@
+"""A catalogue of bad inputs for the public functions and the CLI: each raises a ValueError (or TypeError) that names
+the problem, before heavy work; the CLI exits non-zero with one line on stderr, not a traceback."""
+import subprocess, sys
+from pathlib import Path
+import pytest
+import torch
+from torch import nn
+from conslaw_nb.pde import count_laws, check_laws, laws_rank, completeness, random_params
+from conslaw_nb import ffn, attention, moe, verify
+
+f64 = dict(dtype=torch.float64)
+nan = float('nan')
+def gauss(*s): return lambda n, g: torch.randn(n, *s, generator=g, **f64)
+def linear2(p, x): return p['U'] @ (p['V'].T @ x)
+
+ENGINE = [
+    ('nan params', lambda: count_laws(linear2, {'U': torch.full((2, 2), nan), 'V': torch.ones(2, 2)}, gauss(2)), 'non-finite'),
+    ('inf params', lambda: check_laws(lambda p: p['U'].sum(), linear2, {'U': torch.full((2, 2), float('inf')), 'V': torch.ones(2, 2)}, gauss(2)), 'non-finite'),
+    ('shape mismatch', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(5)), 'failed on one sample'),
+    ('no inputs', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, None), 'sample_inputs'),
+    ('empty inputs', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, torch.zeros(0, 3, **f64)), 'empty'),
+    ('sampler returns wrong n', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, lambda n, g: torch.randn(1, 3)), 'returned 1 inputs'),
+    ('nan inputs', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, lambda n, g: torch.full((n, 3), nan)), 'non-finite'),
+    ('too few fixed inputs', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, torch.randn(2, 3, **f64)), 'do not saturate'),
+    ('plain f without params', lambda: count_laws(linear2, None, gauss(3)), 'params'),
+    ('not a model', lambda: count_laws(42, {'U': (2, 2)}, gauss(2)), 'callable'),
+    ('empty params', lambda: laws_rank(lambda p: p, {}), 'non-empty'),
+    ('laws not tensors', lambda: check_laws(lambda p: 'x', linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(3)), 'must return a tensor'),
+]
+FFN = [
+    ('ffn A/B mismatch', lambda: ffn.ffn({'A': torch.ones(3, 4, **f64), 'B': torch.ones(5, 3, **f64)}, torch.ones(3, **f64)), 'A'),
+    ('ffn unknown act', lambda: ffn.ffn({'A': torch.ones(3, 4, **f64), 'B': torch.ones(4, 3, **f64)}, torch.ones(3, **f64), act='tanh'), 'act'),
+    ('swiglu wrong x', lambda: ffn.swiglu(random_params({'A': (3, 4), 'B': (4, 3), 'C': (4, 3)}), torch.ones(5, **f64)), 'x'),
+    ('swiglu d1 = 0', lambda: ffn.SwiGLU(3, 0), 'd1'),
+    ('swiglu nan', lambda: ffn.swiglu_laws({'A': torch.full((3, 4), nan), 'C': torch.ones(4, 3)}), 'finite'),
+    ('swiglu_laws on a Linear', lambda: ffn.swiglu_laws(nn.Linear(3, 3)), 'gate_proj'),
+]
+def _hf_attn(d):
+    m = nn.Module()
+    for n in ('q_proj', 'k_proj', 'v_proj', 'o_proj'): setattr(m, n, nn.Linear(d, d, bias=False))
+    return m
+
+ATTN = [
+    ('heads do not divide d', lambda: attention.attention_params(_hf_attn(6), num_heads=4), 'divisible'),
+    ('odd dk with rope', lambda: attention.mha(random_params({'Q': (1, 4, 3), 'K': (1, 4, 3), 'V': (1, 4, 2), 'O': (1, 4, 2)}), torch.ones(2, 4, **f64), rope=True), 'even'),
+    ('T = 0', lambda: attention.mha(random_params({'Q': (1, 4, 2), 'K': (1, 4, 2), 'V': (1, 4, 2), 'O': (1, 4, 2)}), torch.ones(0, 4, **f64)), 'T = 0'),
+    ('Q/K mismatch', lambda: attention.mha({'Q': torch.ones(1, 4, 2, **f64), 'K': torch.ones(1, 4, 3, **f64), 'V': torch.ones(1, 4, 2, **f64), 'O': torch.ones(1, 4, 2, **f64)}, torch.ones(2, 4, **f64)), 'K'),
+    ('odd dk in rope_laws', lambda: attention.rope_laws(random_params({'Q': (1, 4, 3), 'K': (1, 4, 3), 'V': (1, 4, 2), 'O': (1, 4, 2)})), 'even'),
+]
+MOE = [
+    ('k = 0', lambda: moe.MoE(3, 2, 4, k=0), 'k'),
+    ('k > E', lambda: moe.MoE(3, 2, 4, k=5), 'k'),
+    ('E = 0', lambda: moe.MoE(3, 2, 0), 'E'),
+    ('unknown gate', lambda: moe.MoE(3, 2, 4, gate='relu'), 'gate'),
+    ('router shape', lambda: moe.moe({'W': torch.ones(3, 2, **f64), 'A': torch.ones(4, 3, 2, **f64), 'B': torch.ones(4, 2, 3, **f64), 'C': torch.ones(4, 2, 3, **f64)}, torch.ones(3, **f64)), 'W'),
+]
+VERIFY = [
+    ('unknown arch', lambda: verify.verify(['transformer']), 'unknown architecture'),
+    ('size 0', lambda: verify.verify_arch('swiglu', size=0), 'size'),
+    ('json folder missing', lambda: verify.write_json([], '/nonexistent/dir/v.json'), 'does not exist'),
+]
+
+@pytest.mark.parametrize('name,call,match', ENGINE + FFN + ATTN + MOE + VERIFY, ids=[c[0] for c in ENGINE + FFN + ATTN + MOE + VERIFY])
+def test_bad_input(name, call, match):
+    with pytest.raises((ValueError, TypeError)) as e: call()
+    assert match.lower() in str(e.value).lower(), f"{name}: message {str(e.value)!r} does not mention {match!r}"
+
+CONSLAW = str(Path(sys.executable).with_name('conslaw'))
+CLI = [
+    ['verify', '--arch', 'transformer'],
+    ['verify', '--size', '0'],
+    ['verify', '--size', 'big'],
+    ['verify', '--arch', 'swiglu', '--json', '/nonexistent/dir/v.json'],
+    ['verify', '--arch', 'swiglu', '--figure', '/nonexistent/dir/v.png'],
+    ['verify', '--arch', 'swiglu', '--device', 'cuda:7'] if not torch.cuda.is_available() else ['verify', '--device', 'tpu'],
+    ['frobnicate'],
+]
+
+@pytest.mark.parametrize('argv', CLI, ids=[' '.join(a) for a in CLI])
+def test_cli_bad_input(argv):
+    r = subprocess.run([CONSLAW, *argv], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert 'Traceback' not in r.stderr, r.stderr
+    assert r.stderr.strip(), 'no message'
