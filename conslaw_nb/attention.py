@@ -7,12 +7,12 @@ __all__ = ['mha', 'sinusoidal_pe', 'rope_angles', 'apply_rope', 'MultiHeadAttent
            'mha_span_theory', 'SelfAttention', 'attention_params', 'mha_laws', 'rope_laws', 'mha_laws_fn',
            'rope_laws_fn']
 
-# %% ../nbs/02_attention.ipynb #7bfb113c
+# %% ../nbs/02_attention.ipynb #fa9999b1
 import math
 import torch
 from torch import nn, Tensor
 
-# %% ../nbs/02_attention.ipynb #2c042b8d
+# %% ../nbs/02_attention.ipynb #f94466ab
 def _check_qkvo(p:dict, where='params'):
     "Validate a {'Q','K','V','O'} dict of stacked per-head matrices; return (H, d, dk, dv)"
     if not isinstance(p, dict): raise TypeError(f"`{where}` must be a dict with keys 'Q','K','V','O', got {type(p).__name__}")
@@ -34,7 +34,7 @@ def _check_finite(p:dict, where='params'):
         except RuntimeError: return                        # inside torch.func.vmap
         if bad: raise ValueError(f"`{where}['{k}']` has non-finite entries (NaN/Inf): pass finite weights")
 
-# %% ../nbs/02_attention.ipynb #1ada1757
+# %% ../nbs/02_attention.ipynb #26620069
 def mha(
     params:dict,          # {'Q': (H,d,dk), 'K': (H,d,dk), 'V': (H,d,dv), 'O': (H,d,dv)}
     X:Tensor,             # (T, d) one sequence (leading batch dims are allowed)
@@ -64,7 +64,7 @@ def mha(
     if causal: s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=X.device).triu(1), float('-inf'))
     return torch.einsum('...hts,...hsv,hev->...te', s.softmax(-1), v, params['O'])
 
-# %% ../nbs/02_attention.ipynb #aa35fd7f
+# %% ../nbs/02_attention.ipynb #98943e5d
 def sinusoidal_pe(
     T:int,            # sequence length (>= 1)
     d:int,            # model width
@@ -80,7 +80,7 @@ def sinusoidal_pe(
     ang = pos*freq                                                             # (T, ceil(d/2))
     return torch.stack([ang.sin(), ang.cos()], -1).flatten(-2)[:, :d]
 
-# %% ../nbs/02_attention.ipynb #06f0492b
+# %% ../nbs/02_attention.ipynb #25d3ed2c
 def rope_angles(
     T:int,               # sequence length
     dk:int,              # per-head query/key width (even)
@@ -112,7 +112,7 @@ def apply_rope(
     x1, x2 = x.chunk(2, -1)
     return torch.cat([x1*c - x2*s, x1*s + x2*c], -1)
 
-# %% ../nbs/02_attention.ipynb #6bf6a634
+# %% ../nbs/02_attention.ipynb #204df85f
 class MultiHeadAttention(nn.Module):
     "Multi-head self-attention whose parameters are the stacked per-head matrices Q, K (H,d,dk) and V, O (H,d,dv)"
     def __init__(self,
@@ -145,7 +145,7 @@ class MultiHeadAttention(nn.Module):
         return mha(p, X, self.causal, self.pe, self.rope, self.rope_base, self.rope_pairs)
     def extra_repr(self): return f"d={self.d}, n_heads={self.n_heads}, dk={self.dk}, dv={self.dv}, causal={self.causal}, pe={self.pe}, rope={self.rope}" + (f", rope_pairs={self.rope_pairs!r}" if self.rope else "")
 
-# %% ../nbs/02_attention.ipynb #6ff73bcc
+# %% ../nbs/02_attention.ipynb #964853e7
 def _pos(**kw):
     for k,v in kw.items():
         if not isinstance(v, int) or v < 1: raise ValueError(f"`{k}` = {v!r}: must be a positive integer")
@@ -171,7 +171,7 @@ def mha_span_theory(
     _pos(d=d)
     return H*(dk*dk - max(0, dk-d)**2 + dv*dv - max(0, dv-d)**2)
 
-# %% ../nbs/02_attention.ipynb #e886e38d
+# %% ../nbs/02_attention.ipynb #1d3f1e2e
 class SelfAttention(nn.Module):
     "Wrap `nn.MultiheadAttention` as the self-attention map X -> attn(X, X, X) on one input"
     def __init__(self, attn:nn.MultiheadAttention):
@@ -180,7 +180,7 @@ class SelfAttention(nn.Module):
         self.attn = attn
     def forward(self, X): return self.attn(X, X, X, need_weights=True)[0]   # explicit softmax path: forward-mode AD works
 
-# %% ../nbs/02_attention.ipynb #e6412f3a
+# %% ../nbs/02_attention.ipynb #88b45131
 def _layout(m, num_heads=None):
     "(kind, prefix, H) of the attention block inside `m`: kind 'ours', 'torch' (nn.MultiheadAttention) or 'hf' (q/k/v/o_proj)"
     def kind(x):
@@ -236,7 +236,7 @@ def _qkvo(kind, prefix, H, p:dict)->dict:
     return dict(Q=_split_heads(Wq, H, 'q_proj.weight'), K=_split_heads(Wk, H, 'k_proj.weight'), V=V,
                 O=Wo.unflatten(1, (H, Wo.shape[1]//H)).permute(1, 0, 2))
 
-# %% ../nbs/02_attention.ipynb #1521a312
+# %% ../nbs/02_attention.ipynb #3e73b14e
 def attention_params(
     module_or_params,     # our `MultiHeadAttention`, `nn.MultiheadAttention`, a module with q/k/v/o_proj, or a {'Q','K','V','O'} dict
     num_heads:int=None,   # heads; needed for q/k/v/o_proj modules without a `num_heads` attribute
@@ -250,7 +250,7 @@ def attention_params(
     _check_qkvo(p); _check_finite(p)
     return p
 
-# %% ../nbs/02_attention.ipynb #84e0cb7c
+# %% ../nbs/02_attention.ipynb #755581b4
 def mha_laws(
     p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None, # heads, for q/k/v/o_proj modules without `num_heads`
@@ -260,7 +260,7 @@ def mha_laws(
     gram = lambda A: torch.einsum('hdk,hdl->hkl', A, A)
     return {'QK': gram(p['Q']) - gram(p['K']), 'VO': gram(p['V']) - gram(p['O'])}
 
-# %% ../nbs/02_attention.ipynb #1100a9ec
+# %% ../nbs/02_attention.ipynb #811901ef
 def rope_laws(
     p,                    # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None,   # heads, for q/k/v/o_proj modules without `num_heads`
@@ -276,7 +276,7 @@ def rope_laws(
         return c.unflatten(-1, (dk//2, 2)).sum(-1) if pairs == 'adjacent' else c[:, :dk//2] + c[:, dk//2:]
     return {'QK': pair(p['Q']) - pair(p['K']), 'VO': mha_laws(p)['VO']}
 
-# %% ../nbs/02_attention.ipynb #29b3f0f6
+# %% ../nbs/02_attention.ipynb #02bc4916
 def mha_laws_fn(
     module:nn.Module,     # our `MultiHeadAttention`, `nn.MultiheadAttention` (or `SelfAttention`), a q/k/v/o_proj module, or a model holding one of them
     num_heads:int=None,   # heads, for q/k/v/o_proj modules without `num_heads`
