@@ -6,7 +6,7 @@
 __all__ = ['Block', 'param_blocks', 'Ansatz', 'NullSpace', 'law_nullspace', 'rref', 'law_terms', 'terms_str', 'Law', 'LawGroup',
            'group_laws', 'Laws', 'find_laws', 'LawMatch', 'compare_laws']
 
-# %% ../nbs/05_discovery.ipynb #2c6a356c
+# %% ../nbs/05_discovery.ipynb #a996d7d7
 import math, time, itertools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,7 +17,7 @@ from torch.func import jacrev
 from .pde import (as_functional, Flat, random_params, rank_decision, jacobian_rows, count_laws, check_laws,
                             law_gradients, LawCount, _inputs, _probe)
 
-# %% ../nbs/05_discovery.ipynb #fbaa94a6
+# %% ../nbs/05_discovery.ipynb #a27519ee
 @dataclass
 class Block:
     "One matrix, vector or scalar slice of a parameter tensor: the unit the quadratic ansatz works on"
@@ -41,7 +41,7 @@ def param_blocks(params:dict)->list:
             out.append(Block(f"{k}[{', '.join(map(str, idx))}]", k, s[-2:], off)); off += n
     return out
 
-# %% ../nbs/05_discovery.ipynb #f68eae61
+# %% ../nbs/05_discovery.ipynb #386ea7b8
 def _iu(n, device): return torch.triu_indices(n, n, 1, device=device)
 
 class Ansatz:
@@ -108,7 +108,7 @@ class Ansatz:
         parts.append(theta)
         return torch.cat(parts)
 
-# %% ../nbs/05_discovery.ipynb #3ecd9c30
+# %% ../nbs/05_discovery.ipynb #6751a374
 @dataclass
 class NullSpace:
     "The coefficient vectors of all laws in an ansatz, with the rank decision they rest on"
@@ -168,7 +168,7 @@ def law_nullspace(fn, params:dict, ansatz:Ansatz, sample_inputs, *, seed:int=0, 
     status = dec.status if res <= tol else 'ambiguous'
     return NullSpace(N/scale, n_rows, n_th, dec.gap, status, res)
 
-# %% ../nbs/05_discovery.ipynb #ac924214
+# %% ../nbs/05_discovery.ipynb #df4206ab
 def rref(A:Tensor, tol:float=1e-9):
     "Reduced row echelon form of the rows of `A` (pivot threshold `tol` times the largest entry) and its pivot columns"
     A = A.clone(); n, C = A.shape; piv, r = [], 0
@@ -210,7 +210,7 @@ def _sparser(h:Tensor, Z:Tensor, wt:Tensor)->Tensor:
     r = _l1_clean(h*wt, Z*wt)/wt
     return r if _nnz(r, wt) < _nnz(h, wt) else h
 
-# %% ../nbs/05_discovery.ipynb #1f59bb4f
+# %% ../nbs/05_discovery.ipynb #ff707d38
 def _snap(c:float, scale:float=1.)->float:
     "Round `c` to a simple fraction when it is one to 1e-8, and to 0 below 1e-9 of `scale`"
     if abs(c) <= 1e-9*scale: return 0.
@@ -351,14 +351,14 @@ def terms_str(terms, ansatz)->str:
         out.append(_coef_str(c, k == 0) + s)
     return ''.join(out) if out else '0'
 
-# %% ../nbs/05_discovery.ipynb #4c583924
+# %% ../nbs/05_discovery.ipynb #2ddef835
 class Law:
     "One conservation law found by `find_laws`: `expr` reads it, calling it on params evaluates it"
     def __init__(self, coef:Tensor, ansatz:Ansatz):
         self.coef, self.ansatz = coef, ansatz
         self.terms = law_terms(coef, ansatz)
         self.expr = terms_str(self.terms, ansatz)
-        self.degree = 1 if coef[:ansatz.n_quad].abs().max() == 0 else 2
+        self.degree = 1 if ansatz.n_quad == 0 or coef[:ansatz.n_quad].abs().max() == 0 else 2
     def _theta(self, params):
         names = self.ansatz.flat.names
         missing = [k for k in names if k not in params]
@@ -447,7 +447,7 @@ def group_laws(laws:list)->list:
         if i not in used: groups.append((i, LawGroup(l.expr, [l], 'single')))
     return [g for _, g in sorted(groups, key=lambda t: t[0])]
 
-# %% ../nbs/05_discovery.ipynb #a55910bd
+# %% ../nbs/05_discovery.ipynb #b883dd1e
 @dataclass
 class Laws:
     "The polynomial conservation laws `find_laws` found: `len()` independent laws, readable and callable"
@@ -478,8 +478,9 @@ class Laws:
         c, n = self.count.n_laws, len(self)
         if n == c: return f"all {c} laws counted by count_laws are polynomial of degree ≤ 2"
         if n < c:
-            where = '' if self.ansatz == 'dense' else " of the block form (ansatz='dense' searches every quadratic form)"
-            return (f"count_laws finds {c} at this θ: the other {c-n} are not polynomial laws of degree ≤ 2{where} valid at every θ "
+            what = {'dense': 'polynomial laws of degree ≤ 2', 'linear': 'linear laws (degree=2 also searches quadratic ones)',
+                    'blocks': "polynomial laws of degree ≤ 2 of the block form (ansatz='dense' searches every quadratic form)"}[self.ansatz]
+            return (f"count_laws finds {c} at this θ: the other {c-n} are not {what} valid at every θ "
                     "(not polynomial, or local to this θ, e.g. a ReLU unit dead on every input)")
         return f"inconsistent: {n} laws found but count_laws finds only {c}"
     def __repr__(self):
@@ -571,7 +572,7 @@ def find_laws(
     out.seconds = time.perf_counter() - t0
     return out
 
-# %% ../nbs/05_discovery.ipynb #3995cba5
+# %% ../nbs/05_discovery.ipynb #ba6a79a4
 @dataclass
 class LawMatch:
     "Do two sets of laws say the same thing? Ranks of their gradients, alone and together, at random points"
