@@ -9,7 +9,7 @@ __all__ = ['LAW_KINDS', 'CONTROL_KINDS', 'DEGREE', 'TASKS', 'FIELDS', 'QUAD_KIND
            'plot_eps_vs_tau', 'plot_exponents', 'plot_bound_constant', 'plot_drift', 'sweep_configs', 'sweep',
            'save_figures', 'cmd_train', 'cmd_sweep', 'add_commands', 'run_cli', 'demo_run']
 
-# %% ../nbs/04_experiments.ipynb #3657a794
+# %% ../nbs/04_experiments.ipynb #675a51f8
 import csv, functools, json, math, os, re, tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from .data import ptb, load_images, lm_windows
 from .models import build_model, PRESETS
 
-# %% ../nbs/04_experiments.ipynb #56b64605
+# %% ../nbs/04_experiments.ipynb #65339644
 LAW_KINDS = ('qk', 'vo', 'swiglu', 'gate')            # conserved by gradient flow
 CONTROL_KINDS = ('q_norm', 'v_norm', 'down_norm', 'router_norm')  # not conserved: ‖Q_i‖², ‖V_i‖², ‖A_{:,i}‖², ‖W_i‖²
 DEGREE = {'qk': 2, 'vo': 2, 'swiglu': 2, 'gate': 1, 'q_norm': 2, 'v_norm': 2, 'down_norm': 2, 'router_norm': 2}
@@ -57,7 +57,7 @@ def find_blocks(model:nn.Module)->list:
             out.append(LawBlock('moe', name, {'router': f'{pre}router.weight'}, {}))
     return out
 
-# %% ../nbs/04_experiments.ipynb #c66cce4e
+# %% ../nbs/04_experiments.ipynb #9eee83b1
 def block_laws(
     b:LawBlock,        # a block from `find_blocks`
     P:dict,            # parameter name -> tensor (the weights, or a gradient / update of the same shapes)
@@ -88,7 +88,7 @@ def block_laws(
         if controls: out['router_norm'] = W.pow(2).sum(1)[:, None]
     return out
 
-# %% ../nbs/04_experiments.ipynb #7a4ec61d
+# %% ../nbs/04_experiments.ipynb #341b3f1d
 def eq10(h:Tensor, h0:Tensor)->float:
     "The paper's Eq. 10: mean over laws i of ‖h_i − h0_i‖ / ‖h0_i‖ (rows are laws)"
     return ((h - h0).norm(dim=1) / h0.norm(dim=1).clamp_min(torch.finfo(h0.dtype).tiny)).mean().item()
@@ -110,7 +110,7 @@ class ConservationMonitor:
         h = self.laws() if h is None else h
         return {key: eq10(h[key], self.h0[key]) for key in self.h0}
 
-# %% ../nbs/04_experiments.ipynb #90d5ea84
+# %% ../nbs/04_experiments.ipynb #5e56d67a
 TASKS = {'ptb': 'ptb-tiny-moe', 'fashion-mnist': 'fashion-tiny', 'digits': 'fashion-tiny'}
 
 @dataclass
@@ -149,7 +149,7 @@ def log_steps(steps:int, n:int=16)->list:
     g = {int(round(x)) for x in np.geomspace(1, steps, n)} | {m * 10**e for e in range(7) for m in (1, 2, 5)}
     return sorted(s for s in g | {steps} if 1 <= s <= steps)
 
-# %% ../nbs/04_experiments.ipynb #212bff06
+# %% ../nbs/04_experiments.ipynb #4780cb26
 @functools.lru_cache(maxsize=4)
 def _dataset(task):
     if task == 'ptb': return ptb()
@@ -185,7 +185,7 @@ def _loss(net, batch):
     out = net(x)
     return F.cross_entropy(out.flatten(0, -2), y.flatten())
 
-# %% ../nbs/04_experiments.ipynb #59ee390d
+# %% ../nbs/04_experiments.ipynb #4ab4359c
 def _step(cfg, params, grads, state, tau):
     "Apply one update in place; return (c, u): the shrink factor and the update whose h is the predicted second-order drift"
     lam = cfg.weight_decay
@@ -209,7 +209,7 @@ def _step(cfg, params, grads, state, tau):
     for p, ui in zip(params, u): p.add_(ui)
     return 1., u
 
-# %% ../nbs/04_experiments.ipynb #d3b78e70
+# %% ../nbs/04_experiments.ipynb #cde45557
 def _layer(name):
     m = re.search(r'layers\.(\d+)', name)
     return int(m.group(1)) if m else -1
@@ -259,7 +259,7 @@ def train(
                 recs.append(r)
     return recs
 
-# %% ../nbs/04_experiments.ipynb #c618e62a
+# %% ../nbs/04_experiments.ipynb #78e8fda5
 FIELDS = ['run', 'task', 'optim', 'schedule', 'lr', 'weight_decay', 'seed', 'dtype', 'step', 'tau_k', 'sum_tau2', 'loss',
           'kind', 'block', 'layer', 'eps', 'eps_pred', 'drift_err', 'drift_abs']
 _NUM = {'lr', 'weight_decay', 'tau_k', 'sum_tau2', 'loss', 'eps', 'eps_pred', 'drift_err', 'drift_abs'}
@@ -270,6 +270,7 @@ def _atomic_write(path, write):
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix='.' + path.name, suffix='.tmp')
     try:
         with os.fdopen(fd, 'w', newline='') as f: write(f)
+        um = os.umask(0); os.umask(um); os.chmod(tmp, 0o666 & ~um)  # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp); raise
@@ -293,7 +294,7 @@ def write_json(path, obj):
     "Write JSON atomically"
     _atomic_write(path, lambda f: json.dump(obj, f, indent=1, default=float))
 
-# %% ../nbs/04_experiments.ipynb #cff7d8b1
+# %% ../nbs/04_experiments.ipynb #831bc1be
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
@@ -310,13 +311,13 @@ def ols_slope(x, y, groups=None)->dict:
     for i in range(G): xc[g == i] -= x[g == i].mean(); yc[g == i] -= y[g == i].mean()
     sxx = (xc ** 2).sum()
     if n < 2 or sxx == 0: return dict(slope=float('nan'), ci=[float('nan')] * 2, n=n)
-    slope = (xc * yc).sum() / sxx
+    slope = float((xc * yc).sum() / sxx)
     df = n - G - 1
     if df < 1: return dict(slope=slope, ci=[float('nan')] * 2, n=n)
     se = math.sqrt(((yc - slope * xc) ** 2).sum() / df / sxx)
     return dict(slope=slope, se=se, ci=[slope - t975(df) * se, slope + t975(df) * se], n=n)
 
-# %% ../nbs/04_experiments.ipynb #facb8b25
+# %% ../nbs/04_experiments.ipynb #ec9890bf
 QUAD_KINDS = ('qk', 'vo', 'swiglu')
 
 def run_table(recs:list, kinds=QUAD_KINDS)->list:
@@ -349,8 +350,10 @@ def fit_exponents(
     tk_max:float=0.1,   # the small-τk regime: τ·k ≤ tk_max
 )->dict:
     "Fitted τ and k exponents of the conservation error in the small-τk regime, how they fall with τk, and ε/(τ²k)"
+    diverged = sorted({r['run'] for r in recs if not (math.isfinite(r['loss']) and math.isfinite(r['eps']))})
+    recs = [r for r in recs if r['run'] not in diverged]  # a run whose loss or laws overflow is left out of every fit
     rows = [r for r in run_table(recs) if r['optim'] == 'gd' and r['schedule'] == 'const' and r['weight_decay'] == 0]
-    if not rows: raise ValueError("recs: no constant-step, full-batch GD runs to fit")
+    if not rows: raise ValueError("recs: no constant-step, full-batch GD runs (that did not diverge) to fit")
     steps = sorted({r['step'] for r in rows})
     if k_fit not in steps: raise ValueError(f"k_fit={k_fit}: not a recorded step; recorded: {steps}")
     at_k = [r for r in rows if r['step'] == k_fit and r['lr'] * k_fit <= tk_max]
@@ -358,8 +361,7 @@ def fit_exponents(
     tau0 = min(r['lr'] for r in rows)
     at_tau = [r for r in rows if r['lr'] == tau0 and r['step'] * tau0 <= tk_max]
     fk = ols_slope([math.log(r['step']) for r in at_tau], [math.log(r['eps']) for r in at_tau], [r['seed'] for r in at_tau])
-    C = [r['eps'] / (r['lr'] ** 2 * r['step']) for r in rows if math.isfinite(r['loss'])]
-    diverged = sorted({r['lr'] for r in rows if not math.isfinite(r['loss']) or not math.isfinite(r['eps'])})
+    C = [r['eps'] / (r['lr'] ** 2 * r['step']) for r in rows]
     out = dict(
         tau_exponent=ft['slope'], tau_exponent_ci95=ft['ci'],
         tau_fit=dict(k=k_fit, taus=sorted({r['lr'] for r in at_k}), tau_k_max=max((r['lr'] * k_fit for r in at_k), default=None),
@@ -370,9 +372,9 @@ def fit_exponents(
         tk_max=tk_max, eps='mean of Eq. 10 over the qk, vo and swiglu blocks of a run',
         tau_exponent_by_tau_k=_local_slopes(rows, 'step', 'lr'),
         k_exponent_by_tau_k=_local_slopes(rows, 'lr', 'step'),
-        bound_constant=dict(definition='eps / (tau^2 k) over all constant-step GD runs and recorded steps with a finite loss',
+        bound_constant=dict(definition='eps / (tau^2 k) over all constant-step GD runs and recorded steps',
                             min=min(C), max=max(C), max_over_min=max(C) / min(C)),
-        diverged_lrs=diverged)
+        diverged_runs=diverged)
     for kind in QUAD_KINDS:  # per law kind, same regime
         kr = [r for r in run_table(recs, (kind,)) if r['optim'] == 'gd' and r['schedule'] == 'const' and r['weight_decay'] == 0
               and r['step'] == k_fit and r['lr'] * k_fit <= tk_max]
@@ -381,10 +383,10 @@ def fit_exponents(
     if dec:
         last = max(r['step'] for r in dec)
         out['decay'] = dict(definition='eps / tau_0^2 for tau_k = tau_0/(k+1): bounded in k if the bound holds',
-                            by_step={s: max(r['eps'] / r['lr'] ** 2 for r in dec if r['step'] == s and math.isfinite(r['loss']))
+                            by_step={s: max(r['eps'] / r['lr'] ** 2 for r in dec if r['step'] == s)
                  for s in sorted({r['step'] for r in dec})},
                             last_step=last)
-    sgdlike = [r for r in recs if r['optim'] in ('gd', 'sgd') and r['kind'] in QUAD_KINDS and math.isfinite(r['loss'])]
+    sgdlike = [r for r in recs if r['optim'] in ('gd', 'sgd') and r['kind'] in QUAD_KINDS]
     out['drift'] = dict(definition=('Δh = h(θ_k) − h(θ_0) per block, predicted from the gradients by h_{k+1} = (1−τλ)² h_k + τ² h(g_k); '
                                     'max_rel_err = max |Δh − Δh_pred| / |Δh| (inflated where Δh itself is near rounding), '
                                     'max_err_over_h0 = max |Δh − Δh_pred| / |h(θ_0)| (float64 rounding is ~1e-16 per step)'),
@@ -395,7 +397,7 @@ def fit_exponents(
     if gate: out['gate_law_max_eps'] = max(gate)
     return out
 
-# %% ../nbs/04_experiments.ipynb #de02c4f9
+# %% ../nbs/04_experiments.ipynb #73b4e35f
 _KIND_STYLE = {'qk': 'C0', 'vo': 'C1', 'swiglu': 'C2', 'gate': 'C3', 'q_norm': 'C0', 'v_norm': 'C1', 'down_norm': 'C2', 'router_norm': 'C3'}
 
 def plot_eps_vs_step(recs:list, run:str=None, ax=None):
@@ -463,13 +465,13 @@ def plot_drift(recs:list, ax=None):
         pts = [(r['eps'], r['eps_pred']) for r in recs if r['kind'] == kind and r['optim'] in ('gd', 'sgd')]
         if pts: ax.loglog(*zip(*pts), '.', ms=3, color=_KIND_STYLE[kind], alpha=.5, label=kind)
     lo, hi = ax.get_xlim(); ax.plot([lo, hi], [lo, hi], 'k-', lw=.8, label='y = x')
-    err = np.nanmax([r['drift_err'] for r in recs if r['kind'] in QUAD_KINDS and r['optim'] in ('gd', 'sgd') and math.isfinite(r['loss'])])
-    ax.set(xlabel='measured ε', ylabel='ε predicted from the gradients', title=f'max |Δh−Δh_pred|/|Δh| = {err:.1e}')
+    err = np.nanmax([r['drift_abs'] for r in recs if r['kind'] in QUAD_KINDS and r['optim'] in ('gd', 'sgd')])
+    ax.set(xlabel='measured ε', ylabel='ε predicted from the gradients', title=f'max |Δh − Δh_pred| / |h(θ0)| = {err:.1e}')
     ax.legend(fontsize=7); return ax
 
-# %% ../nbs/04_experiments.ipynb #96bd35fb
+# %% ../nbs/04_experiments.ipynb #e569c45c
 SWEEP_DEFAULTS = {  # sized to finish in a few minutes on 2 CPU cores (float64)
-    'ptb': dict(lrs=(1e-3, 3e-3, 1e-2, 0.03, 0.1, 0.3, 1., 3.), seeds=(0, 1, 2), steps=100, batch_size=8, seq_len=16),
+    'ptb': dict(lrs=(1e-3, 3e-3, 1e-2, 0.03, 0.1, 0.3, 1.), seeds=(0, 1, 2), steps=100, batch_size=8, seq_len=16),
     'fashion-mnist': dict(lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3), seeds=(0, 1, 2), steps=100, batch_size=64, seq_len=0),
 }
 SWEEP_DEFAULTS['digits'] = SWEEP_DEFAULTS['fashion-mnist']
@@ -510,6 +512,7 @@ def save_figures(recs:list, fit:dict, out)->list:
     "Write the PNG figures of a sweep to out/figures (atomically) and return their paths"
     import matplotlib; import matplotlib.pyplot as plt
     d = Path(out)/'figures'; d.mkdir(parents=True, exist_ok=True)
+    recs = [r for r in recs if r['run'] not in set(fit.get('diverged_runs', ()))]
     gd = sorted({r['lr'] for r in recs if r['optim'] == 'gd' and r['schedule'] == 'const'})
     mid = [r['run'] for r in recs if r['optim'] == 'gd' and r['schedule'] == 'const' and r['lr'] == gd[len(gd) // 2] and r['seed'] == min(x['seed'] for x in recs)][0]
     jobs = {'eps_vs_step.png': lambda ax: plot_eps_vs_step(recs, mid, ax), 'eps_vs_tau.png': lambda ax: plot_eps_vs_tau(recs, fit, ax),
@@ -522,7 +525,7 @@ def save_figures(recs:list, fit:dict, out)->list:
         paths.append(str(d/name))
     return paths
 
-# %% ../nbs/04_experiments.ipynb #482f1385
+# %% ../nbs/04_experiments.ipynb #8d94af7d
 def _floats(s): return tuple(float(x) for x in s.split(','))
 def _ints(s): return tuple(int(x) for x in s.split(','))
 def _kv(items):
@@ -579,7 +582,8 @@ def cmd_sweep(args)->int:
     print(f"τ exponent at k={fit['tau_fit']['k']} (τ in {fit['tau_fit']['taus']}): {fit['tau_exponent']:.3f} "
           f"95% CI [{fit['tau_exponent_ci95'][0]:.3f}, {fit['tau_exponent_ci95'][1]:.3f}]")
     print(f"k exponent at τ={fit['k_fit']['tau']:g} (k ≤ {max(fit['k_fit']['steps'])}): {fit['k_exponent']:.3f}")
-    print(f"max predicted-vs-measured drift error: {fit['drift']['max_rel_err']:.1e}")
+    print(f"drift predicted from the gradients vs measured: max |Δh − Δh_pred|/|h(θ0)| = {fit['drift']['max_err_over_h0']:.1e}, "
+          f"median |Δh − Δh_pred|/|Δh| = {fit['drift']['median_rel_err']:.1e}")
     print(f"outputs: {args.out}/fit.json, records.csv, runs/, figures/")
     return 0
 
@@ -617,10 +621,10 @@ def run_cli(argv=None)->int:
     a = p.parse_args(argv)
     return a.func(a)
 
-# %% ../nbs/04_experiments.ipynb #d8f45fbe
+# %% ../nbs/04_experiments.ipynb #79040cc7
 def demo_run(out_dir='demo_out', progress:bool=False)->dict:
     "A ≤ 60 s CPU sweep on real PTB (4 step sizes, 1 seed, 30 steps, d_model 16): where its figures and fit went"
     fit = sweep('ptb', out_dir, progress=progress, lrs=(1e-3, 1e-2, 0.1, 1.), seeds=(0,), steps=30, extra=(('gd', 'decay'),),
                 overrides=dict(d_model=16, d_ff=32))
     return dict(out=str(out_dir), figures=fit['figures'], fit=str(Path(out_dir)/'fit.json'),
-                tau_exponent=fit['tau_exponent'], max_drift_err=fit['drift']['max_rel_err'])
+                tau_exponent=fit['tau_exponent'], k_exponent=fit['k_exponent'], max_drift_err_over_h0=fit['drift']['max_err_over_h0'])
