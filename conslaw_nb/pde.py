@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['AmbiguousRankError', 'random_params', 'as_functional', 'Flat', 'RankDecision', 'rank_decision', 'jacobian_rows',
-           'bracket_rows', 'LawCount', 'count_laws', 'law_gradients', 'LawCheck', 'check_laws', 'laws_rank',
+           'bracket_rows', 'Span', 'LawCount', 'count_laws', 'law_gradients', 'LawCheck', 'check_laws', 'laws_rank',
            'Completeness', 'completeness', 'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent']
 
 # %% ../nbs/00_pde.ipynb #bccf1f97
@@ -154,11 +154,26 @@ def _bracket_terms(fx, xs, ws):
         terms = new
     return terms
 
+def _bracket_stack(fx, xs, ws):
+    "θ -> the same signed terms as `_bracket_terms`, stacked (2^(d-1), D), one `jvp` per level for all of them"
+    d = len(xs)
+    def field(i): return lambda th: grad(lambda t: (ws[i]*fx(t, xs[i])).sum())(th)
+    def level(inner, X):
+        def T(th):
+            Xth = X(th)
+            Z, DZ_X = jvp(inner, (th,), (Xth,))                        # every inner term and its derivative along X
+            DX_Z = vmap(lambda z: jvp(X, (th,), (z,))[1])(Z)           # DX·z for every inner term z
+            return torch.cat([DZ_X, -DX_Z])
+        return T
+    T = lambda th: field(d-1)(th)[None]
+    for i in range(d-2, -1, -1): T = level(T, field(i))
+    return T
+
 def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None):
     "Depth-d brackets at `theta`, one per draw (`Xs` (B, d, *x), `Ws` (B, d, K)), each divided by the sum of its terms' norms"
     fx = _fx(fn, flat)
     def one(xs, ws):
-        v = torch.stack([s*t(theta) for s,t in _bracket_terms(fx, xs, ws)])
+        v = _bracket_stack(fx, xs, ws)(theta)
         return v.sum(0)/v.norm(dim=1).sum().clamp_min(torch.finfo(v.dtype).tiny)
     return vmap(one, chunk_size=chunk_size)(Xs, Ws)
 
@@ -166,6 +181,30 @@ def _normalize_rows(A):
     n = A.norm(dim=1, keepdim=True)
     keep = (n > 0).squeeze(1)
     return A[keep]/n[keep]
+
+# %% ../nbs/00_pde.ipynb #c98841c3
+class Span:
+    "Orthonormal bases of the span found so far and of its orthogonal complement; new rows are judged by their part outside"
+    def __init__(self, D:int, like:Tensor, dtype=torch.float64, min_gap:float=None):
+        self.D, self.kw = D, dict(dtype=dtype, min_gap=min_gap)
+        self.Q = like.new_zeros(0, D)    # (r, D) basis of the span
+        self.N = None                    # (D-r, D) basis of its complement; None before the first rows (the whole space)
+        self.decisions = []
+    @property
+    def rank(self): return self.Q.shape[0]
+    def add(self, rows:Tensor)->Optional[int]:
+        "Add unit-norm `rows` (m, D); returns the new rank, or None when the rank decision is ambiguous (span unchanged)"
+        r, m = self.rank, rows.shape[0]
+        if m == 0 or r == self.D: return r
+        B = rows if self.N is None else rows @ self.N.T       # the rows' coordinates outside the span: (m, D-r)
+        _, s, Vh = torch.linalg.svd(B, full_matrices=m < B.shape[1])
+        lead = s.new_ones(1 if r else 0)                      # the span itself, at the rows' unit scale
+        d = rank_decision(torch.cat([lead, s]), r+m, self.D, **self.kw); self.decisions.append(d)
+        if d.status != 'ok': return None
+        R = Vh if self.N is None else Vh @ self.N             # rotate the complement: new directions first
+        k = d.rank - len(lead)
+        self.Q, self.N = torch.cat([self.Q, R[:k]]), R[k:]
+        return self.rank
 
 # %% ../nbs/00_pde.ipynb #dcec5b84
 @dataclass
@@ -210,12 +249,13 @@ def count_laws(
     device=None,                # device; default the params'
     min_gap:float=None,         # passed to `rank_decision`
     patience:int=None,          # fresh inputs in a row that must add nothing to the span (default max(n0, 32))
-    bracket_patience:int=8,     # fresh brackets in a row that must add nothing at each depth
+    bracket_patience:int=8,     # random brackets in a row that must add nothing at each depth
     chunk_size:int=None,        # vmap chunk size (memory)
 )->LawCount:
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
+    if bracket_patience < 1: raise ValueError(f"`bracket_patience` must be at least 1, got {bracket_patience}")
     fn, params = as_functional(f, params, dtype, device)
     flat = Flat(params); theta = flat.flatten(params); D = flat.D; dev = theta.device
     g = torch.Generator().manual_seed(seed)
@@ -223,26 +263,20 @@ def count_laws(
     if fixed and len(sample_inputs) == 0: raise ValueError("`sample_inputs` is an empty tensor: pass at least one input")
     x0 = _inputs(sample_inputs, 1, g, dev, dtype)[0]
     K = _probe(fn, params, x0)
-    dec_kw = dict(dtype=dtype, min_gap=min_gap)
-    decisions = []
+    span = Span(D, theta, dtype, min_gap)
+    decisions = span.decisions
     def out(dims, status='ok', reason=''):
         dl = dims[-1] if status == 'ok' else None
         return LawCount(D, K, n_used, dims[0] if dims else None, dl, dims, D-dl if dl is not None else None,
                         min((d.gap for d in decisions), default=math.inf), status, reason, time.perf_counter()-t0, decisions)
-    def grow(Q, rows):
-        "Rank of span(Q) + span(rows), and an orthonormal basis of it (None when the rank is ambiguous)"
-        A = torch.cat([Q, rows])
-        _, sv, Vh = torch.linalg.svd(A, full_matrices=False)
-        d2 = rank_decision(sv, A.shape[0], A.shape[1], **dec_kw); decisions.append(d2)
-        return (Vh[:d2.rank], d2.rank) if d2.status == 'ok' else (Q, None)
     # 1. the span W(θ): grown until `patience` fresh inputs in a row add nothing
-    Q = theta.new_zeros(0, D); r = 0
+    r = 0
     if fixed:
         X = _inputs(sample_inputs, None, g, dev, dtype); n_used = len(X)
         n_head = max(1, (3*len(X))//4)
-        Q, r_head = grow(Q, _normalize_rows(jacobian_rows(fn, flat, theta, X[:n_head], chunk_size)))
+        r_head = span.add(_normalize_rows(jacobian_rows(fn, flat, theta, X[:n_head], chunk_size)))
         if r_head is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
-        Q, r = grow(Q, _normalize_rows(jacobian_rows(fn, flat, theta, X[n_head:], chunk_size))) if n_head < len(X) else (Q, r_head)
+        r = span.add(_normalize_rows(jacobian_rows(fn, flat, theta, X[n_head:], chunk_size))) if n_head < len(X) else r_head
         if r is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
         if r != r_head and r < D:
             raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter of them): "
@@ -252,16 +286,17 @@ def count_laws(
         pat = patience if patience is not None else max(n0, 32)
         cap = max_samples or max(8*D, 4*n0, 4*pat)
         n_used, quiet, n_batch = 0, 0, n0
+        if n0 > cap: return out([], 'ambiguous', f'n_samples={n0} exceeds max_samples={cap}')
         while True:
-            if n_used + n_batch > cap:
-                return out([], 'ambiguous', f'span W(θ) still growing after {n_used} inputs (max_samples={cap})')
             X = _inputs(sample_inputs, n_batch, g, dev, dtype); n_used += n_batch
-            Q, r2 = grow(Q, _normalize_rows(jacobian_rows(fn, flat, theta, X, chunk_size)))
+            r2 = span.add(_normalize_rows(jacobian_rows(fn, flat, theta, X, chunk_size)))
             if r2 is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
             quiet = quiet + n_batch if (r2 == r and n_used > n_batch) else 0
             r = r2
             if r == D or quiet >= pat: break
-            n_batch = max(2, math.ceil(n0/4))
+            n_batch = min(pat - quiet, cap - n_used)        # the whole saturation check as one batch
+            if n_batch <= 0:
+                return out([], 'ambiguous', f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})')
     dims = [r]
     # 2. brackets, depth by depth, until a depth adds nothing
     depth = 1
@@ -269,17 +304,17 @@ def count_laws(
         depth += 1
         if depth > max_depth:
             return out(dims, 'ambiguous', f'dimension still growing at bracket depth {max_depth}: raise max_depth')
-        quiet = 0
+        quiet, M = 0, min(D - r + 2, max(32, bracket_patience))   # one batch usually settles a depth
         while True:
-            M = D - r + 2                      # more draws than dimensions left
             if fixed: Xs = X[torch.randint(len(X), (M, depth), generator=g).to(dev)]
             else: Xs = _inputs(sample_inputs, M*depth, g, dev, dtype).reshape(M, depth, *x0.shape)
             Ws = torch.randn(M, depth, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dtype)
-            Q, r2 = grow(Q, bracket_rows(fn, flat, theta, Xs, Ws, chunk_size))
+            r2 = span.add(bracket_rows(fn, flat, theta, Xs, Ws, chunk_size))
             if r2 is None: return out(dims, 'ambiguous', f'bracket depth {depth}: singular-value gap too small')
-            quiet = quiet + M if r2 == r else 0
-            r = r2
+            new, r = r2 - r, r2
+            quiet = M - new if new else quiet + M   # draws are exchangeable: the last M − new of the batch added nothing
             if r == D or quiet >= bracket_patience: break
+            M = min(2*M, D - r + 2) if new == M else bracket_patience - quiet   # all new: draw more; else top up
         dims.append(r)
         if dims[-1] == dims[-2]: break
     return out(dims)
