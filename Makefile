@@ -39,6 +39,10 @@ export: $(STAMP)
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
 
+# Engine speed: table on stdout, results in bench.json (ARGS="--device cuda" on a GPU; ARGS="--quick" for a smoke run)
+bench: $(STAMP)
+	$(BIN)/python tools/bench.py $(ARGS)
+
 readme: $(STAMP)
 	$(BIN)/python tools/readme.py nbs/index.ipynb README.md
 
