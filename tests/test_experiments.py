@@ -99,3 +99,18 @@ def test_cli_train_and_errors(tmp_path, capsys):
     assert 'swiglu' in capsys.readouterr().out
     with pytest.raises(ValueError, match='lr'): ex.train(ex.TrainConfig(lr=-1))
     with pytest.raises(ValueError, match='FIELD=VALUE'): ex._kv(['d_model'])
+
+def test_paper_dataset_tasks_from_local_files(tmp_path):
+    "WikiText-103 and CIFAR-10 are not on these machines: train on small files of their real formats"
+    rng = np.random.default_rng(0)
+    words = [f'w{i}' for i in range(50)]
+    for f in WIKITEXT_FILES.values():
+        (tmp_path/f).write_text(' = Heading = \n\n' + ' '.join(rng.choice(words, 300)) + ' \n', encoding='utf-8')
+    recs = ex.train(ex.TrainConfig(task='wikitext', data=str(tmp_path), steps=2, batch_size=2, seq_len=8, overrides=TINY))
+    assert {'qk', 'vo', 'swiglu', 'gate'} <= {r['kind'] for r in recs}
+    cf = tmp_path/'cifar'; cf.mkdir()
+    for f in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
+        with open(cf/f, 'wb') as fh: pickle.dump({b'data': rng.integers(0, 256, (4, 3072), dtype=np.uint8), b'labels': [0, 1, 2, 3]}, fh)
+    recs = ex.train(ex.TrainConfig(task='cifar10', data=str(cf), steps=2, batch_size=4, overrides=TINY))
+    assert max(r['drift_abs'] for r in recs if r['kind'] in ex.QUAD_KINDS) < 1e-14
+    with pytest.raises(ValueError, match='data'): ex.train(ex.TrainConfig(task='wikitext', steps=1))
