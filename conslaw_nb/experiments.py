@@ -9,7 +9,7 @@ __all__ = ['LAW_KINDS', 'CONTROL_KINDS', 'DEGREE', 'TASKS', 'LM_TASKS', 'FIELDS'
            'plot_eps_vs_step', 'plot_eps_vs_tau', 'plot_exponents', 'plot_bound_constant', 'plot_drift',
            'sweep_configs', 'sweep', 'save_figures', 'cmd_train', 'cmd_sweep', 'add_commands', 'run_cli', 'demo_run']
 
-# %% ../nbs/04_experiments.ipynb #5e95ab49
+# %% ../nbs/04_experiments.ipynb #d9779520
 import csv, functools, json, math, os, re, tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from .data import ptb, load_images, lm_windows, read_wikitext
 from .models import build_model, PRESETS
 
-# %% ../nbs/04_experiments.ipynb #f4c43a1b
+# %% ../nbs/04_experiments.ipynb #7c0f5712
 LAW_KINDS = ('qk', 'vo', 'swiglu', 'gate')            # conserved by gradient flow
 CONTROL_KINDS = ('q_norm', 'v_norm', 'down_norm', 'router_norm')  # not conserved: ‖Q_i‖², ‖V_i‖², ‖A_{:,i}‖², ‖W_i‖²
 DEGREE = {'qk': 2, 'vo': 2, 'swiglu': 2, 'gate': 1, 'q_norm': 2, 'v_norm': 2, 'down_norm': 2, 'router_norm': 2}
@@ -57,7 +57,7 @@ def find_blocks(model:nn.Module)->list:
             out.append(LawBlock('moe', name, {'router': f'{pre}router.weight'}, {}))
     return out
 
-# %% ../nbs/04_experiments.ipynb #3b6e0192
+# %% ../nbs/04_experiments.ipynb #7e318a3f
 def block_laws(
     b:LawBlock,        # a block from `find_blocks`
     P:dict,            # parameter name -> tensor (the weights, or a gradient / update of the same shapes)
@@ -88,7 +88,7 @@ def block_laws(
         if controls: out['router_norm'] = W.pow(2).sum(1)[:, None]
     return out
 
-# %% ../nbs/04_experiments.ipynb #ed6836a4
+# %% ../nbs/04_experiments.ipynb #43b853af
 def eq10(h:Tensor, h0:Tensor)->float:
     "The paper's Eq. 10: mean over laws i of ‖h_i − h0_i‖ / ‖h0_i‖ (rows are laws)"
     return ((h - h0).norm(dim=1) / h0.norm(dim=1).clamp_min(torch.finfo(h0.dtype).tiny)).mean().item()
@@ -110,7 +110,7 @@ class ConservationMonitor:
         h = self.laws() if h is None else h
         return {key: eq10(h[key], self.h0[key]) for key in self.h0}
 
-# %% ../nbs/04_experiments.ipynb #dc7c3f08
+# %% ../nbs/04_experiments.ipynb #520df749
 TASKS = {'ptb': 'ptb-tiny-moe', 'wikitext': 'ptb-tiny-moe', 'fashion-mnist': 'fashion-tiny', 'digits': 'fashion-tiny', 'cifar10': 'fashion-tiny'}
 LM_TASKS = ('ptb', 'wikitext')
 
@@ -132,7 +132,8 @@ class TrainConfig:
     seed:int = 0              # model init and data
     dtype:str = 'float64'
     device:str = 'cpu'
-    n_log:int = 16            # about how many steps are recorded (geometric spacing, plus 1, 10, 100, ...)
+    n_log:int = 16            # about how many steps are recorded (geometric spacing, plus 1, 2, 5, 10, 20, ...)
+    log_every:int = 0         # > 0: record every `log_every` steps (and the first and last) instead
     overrides:dict = field(default_factory=dict) # model config fields to override, e.g. {'d_model': 16}
     def name(self):
         "A file-safe run name"
@@ -151,7 +152,7 @@ def log_steps(steps:int, n:int=16)->list:
     g = {int(round(x)) for x in np.geomspace(1, steps, n)} | {m * 10**e for e in range(7) for m in (1, 2, 5)}
     return sorted(s for s in g | {steps} if 1 <= s <= steps)
 
-# %% ../nbs/04_experiments.ipynb #aaa4bb99
+# %% ../nbs/04_experiments.ipynb #d9d5aaeb
 @functools.lru_cache(maxsize=4)
 def _dataset(task, data=None):
     if task == 'ptb': return ptb()
@@ -195,7 +196,7 @@ def _loss(net, batch):
     out = net(x)
     return F.cross_entropy(out.flatten(0, -2), y.flatten())
 
-# %% ../nbs/04_experiments.ipynb #743cdccf
+# %% ../nbs/04_experiments.ipynb #6f0eb473
 def _step(cfg, params, grads, state, tau):
     "Apply one update in place; return (c, u): the shrink factor and the update whose h is the predicted second-order drift"
     lam = cfg.weight_decay
@@ -219,7 +220,7 @@ def _step(cfg, params, grads, state, tau):
     for p, ui in zip(params, u): p.add_(ui)
     return 1., u
 
-# %% ../nbs/04_experiments.ipynb #db981177
+# %% ../nbs/04_experiments.ipynb #6a656953
 def _layer(name):
     m = re.search(r'layers\.(\d+)', name)
     return int(m.group(1)) if m else -1
@@ -239,7 +240,8 @@ def train(
     params = [p for _, p in model.named_parameters()]
     law_keys = [k for k in mon.h0 if k[0] in LAW_KINDS]
     pred = {k: mon.h0[k].clone() for k in law_keys}
-    at, state, sum_tau, sum_tau2, recs = set(log_steps(cfg.steps, cfg.n_log)), {}, 0., 0., []
+    at = ({1, cfg.steps} | set(range(cfg.log_every, cfg.steps + 1, cfg.log_every))) if cfg.log_every > 0 else set(log_steps(cfg.steps, cfg.n_log))
+    state, sum_tau, sum_tau2, recs = {}, 0., 0., []
     base = dict(run=cfg.name(), task=cfg.task, optim=cfg.optim, schedule=cfg.schedule, lr=cfg.lr,
                 weight_decay=cfg.weight_decay, seed=cfg.seed, dtype=cfg.dtype)
     for k in tqdm(range(cfg.steps), desc=cfg.name(), leave=False, disable=not progress or rank):
@@ -269,7 +271,7 @@ def train(
                 recs.append(r)
     return recs
 
-# %% ../nbs/04_experiments.ipynb #75c74ab8
+# %% ../nbs/04_experiments.ipynb #6caa2713
 FIELDS = ['run', 'task', 'optim', 'schedule', 'lr', 'weight_decay', 'seed', 'dtype', 'step', 'tau_k', 'sum_tau2', 'loss',
           'kind', 'block', 'layer', 'eps', 'eps_pred', 'drift_err', 'drift_abs']
 _NUM = {'lr', 'weight_decay', 'tau_k', 'sum_tau2', 'loss', 'eps', 'eps_pred', 'drift_err', 'drift_abs'}
@@ -304,7 +306,7 @@ def write_json(path, obj):
     "Write JSON atomically"
     _atomic_write(path, lambda f: json.dump(obj, f, indent=1, default=float))
 
-# %% ../nbs/04_experiments.ipynb #661c3ecd
+# %% ../nbs/04_experiments.ipynb #3fd7949d
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
@@ -327,7 +329,7 @@ def ols_slope(x, y, groups=None)->dict:
     se = math.sqrt(((yc - slope * xc) ** 2).sum() / df / sxx)
     return dict(slope=slope, se=se, ci=[slope - t975(df) * se, slope + t975(df) * se], n=n)
 
-# %% ../nbs/04_experiments.ipynb #9cb15fe3
+# %% ../nbs/04_experiments.ipynb #a9edc23e
 QUAD_KINDS = ('qk', 'vo', 'swiglu')
 
 def run_table(recs:list, kinds=QUAD_KINDS)->list:
@@ -407,7 +409,7 @@ def fit_exponents(
     if gate: out['gate_law_max_eps'] = max(gate)
     return out
 
-# %% ../nbs/04_experiments.ipynb #d03811ef
+# %% ../nbs/04_experiments.ipynb #d320b55f
 _KIND_STYLE = {'qk': 'C0', 'vo': 'C1', 'swiglu': 'C2', 'gate': 'C3', 'q_norm': 'C0', 'v_norm': 'C1', 'down_norm': 'C2', 'router_norm': 'C3'}
 
 def plot_eps_vs_step(recs:list, run:str=None, ax=None):
@@ -479,7 +481,7 @@ def plot_drift(recs:list, ax=None):
     ax.set(xlabel='measured ε', ylabel='ε predicted from the gradients', title=f'max |Δh − Δh_pred| / |h(θ0)| = {err:.1e}')
     ax.legend(fontsize=7); return ax
 
-# %% ../nbs/04_experiments.ipynb #6f4f92da
+# %% ../nbs/04_experiments.ipynb #e8ebac73
 SWEEP_DEFAULTS = {  # sized to finish in a few minutes on 2 CPU cores (float64)
     'ptb': dict(lrs=(1e-3, 3e-3, 1e-2, 0.03, 0.1, 0.3, 1.), seeds=(0, 1, 2), steps=100, batch_size=8, seq_len=16),
     'fashion-mnist': dict(lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3), seeds=(0, 1, 2), steps=100, batch_size=64, seq_len=0),
@@ -535,7 +537,7 @@ def save_figures(recs:list, fit:dict, out)->list:
         paths.append(str(d/name))
     return paths
 
-# %% ../nbs/04_experiments.ipynb #2f091b8f
+# %% ../nbs/04_experiments.ipynb #981eadcb
 def _floats(s): return tuple(float(x) for x in s.split(','))
 def _ints(s): return tuple(int(x) for x in s.split(','))
 def _kv(items):
@@ -569,7 +571,7 @@ def cmd_train(args)->int:
     device = _init_dist(args.device)
     cfg = TrainConfig(task=args.task, data=args.data, model=args.model, optim=args.optim, lr=args.lr, schedule=args.schedule,
                       steps=args.steps or 100, batch_size=args.batch_size, seq_len=args.seq_len, momentum=args.momentum,
-                      weight_decay=args.weight_decay, seed=args.seed, dtype=args.dtype, device=device, overrides=_kv(args.set))
+                      weight_decay=args.weight_decay, seed=args.seed, log_every=args.log_every, dtype=args.dtype, device=device, overrides=_kv(args.set))
     try:
         recs = train(cfg, progress=not args.quiet)
         if recs:
@@ -610,6 +612,7 @@ def add_commands(subparsers):
     t.add_argument('--momentum', type=float, default=0.9)
     t.add_argument('--weight-decay', type=float, default=0.)
     t.add_argument('--seed', type=int, default=0)
+    t.add_argument('--log-every', type=int, default=0, help='record every N steps (default: about 16 geometrically spaced steps)')
     t.add_argument('--out', default='runs_out', help='output folder (records go to OUT/runs/NAME.csv)')
     t.add_argument('--quiet', action='store_true', help='no progress bar')
     t.set_defaults(func=cmd_train)
@@ -632,7 +635,7 @@ def run_cli(argv=None)->int:
     a = p.parse_args(argv)
     return a.func(a)
 
-# %% ../nbs/04_experiments.ipynb #024c4658
+# %% ../nbs/04_experiments.ipynb #88737295
 def demo_run(out_dir='demo_out', progress:bool=False)->dict:
     "A ≤ 60 s CPU sweep on real PTB (4 step sizes, 1 seed, 30 steps, d_model 16): where its figures and fit went"
     fit = sweep('ptb', out_dir, progress=progress, lrs=(1e-3, 1e-2, 0.1, 1.), seeds=(0,), steps=30, extra=(('gd', 'decay'),),

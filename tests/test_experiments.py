@@ -94,8 +94,10 @@ def test_sweep_resumes_without_losing_or_duplicating(tmp_path, monkeypatch):
         assert (tmp_path/'figures'/f'{f}.png').stat().st_size > 1000
 
 def test_cli_train_and_errors(tmp_path, capsys):
-    assert ex.run_cli(['train', '--task', 'ptb', '--steps', '3', '--set', 'd_model=8', 'd_ff=8', '--out', str(tmp_path), '--quiet']) == 0
-    assert (tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv').exists()
+    assert ex.run_cli(['train', '--task', 'ptb', '--steps', '3', '--log-every', '1', '--set', 'd_model=8', 'd_ff=8',
+                       '--out', str(tmp_path), '--quiet']) == 0
+    recs = ex.read_records(tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv')
+    assert sorted({r['step'] for r in recs}) == [1, 2, 3]
     assert 'swiglu' in capsys.readouterr().out
     with pytest.raises(ValueError, match='lr'): ex.train(ex.TrainConfig(lr=-1))
     with pytest.raises(ValueError, match='FIELD=VALUE'): ex._kv(['d_model'])
