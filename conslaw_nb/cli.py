@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['cmd_verify', 'cmd_demo', 'build_parser', 'main']
 
-# %% ../nbs/09_cli.ipynb #2421b38a
+# %% ../nbs/09_cli.ipynb #5af0b4a7
 import argparse, sys
 from pathlib import Path
 import torch
-from . import verify as V
+from . import verify as V, experiments
 
-# %% ../nbs/09_cli.ipynb #410cb4f6
+# %% ../nbs/09_cli.ipynb #166eba3d
 def _device(name):
     if name is None: return None
     if name.startswith('cuda') and not torch.cuda.is_available():
@@ -36,15 +36,23 @@ def cmd_verify(args)->int:
     if bad: print(f"ambiguous rank decisions: {', '.join(bad)}", file=sys.stderr)
     return 0
 
-# %% ../nbs/09_cli.ipynb #12970485
+# %% ../nbs/09_cli.ipynb #6b7d8d84
 def cmd_demo(args)->int:
     "The main job on small CPU defaults: the verification table, written under `args.out`"
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
     ns = argparse.Namespace(arch=None, size=1, seed=args.seed, device=args.device,
                             json=str(out/'verify.json'), figure=str(out/'verify_spectra.png'))
-    return cmd_verify(ns)
+    rc = cmd_verify(ns)
+    if rc or args.no_experiment: return rc
+    print("\nexperiment: constant- and decaying-step GD of a small LM on Penn Treebank (float64, CPU)")
+    res = experiments.demo_run(out/'experiment', progress=sys.stderr.isatty())
+    print(f"  tau exponent {res['tau_exponent']:.3f} (theory 2 in the small-τk regime), k exponent {res['k_exponent']:.3f} (theory 1)")
+    print(f"  predicted vs measured drift: largest error {res['max_drift_err_over_h0']:.1e} of |h(θ0)|")
+    print(f"  fit: {res['fit']}")
+    for f in res['figures']: print(f"  figure: {f}")
+    return 0
 
-# %% ../nbs/09_cli.ipynb #8567282b
+# %% ../nbs/09_cli.ipynb #8ff2a6ee
 def build_parser()->argparse.ArgumentParser:
     "The `conslaw` argument parser"
     p = argparse.ArgumentParser(prog='conslaw', description='Conservation laws of gradient flows: count, check, monitor')
@@ -61,7 +69,9 @@ def build_parser()->argparse.ArgumentParser:
     d.add_argument('--out', default='runs/demo', help='output folder (default runs/demo)')
     d.add_argument('--seed', type=int, default=0, help='random seed')
     d.add_argument('--device', default=None, help='device (default cpu)')
+    d.add_argument('--no-experiment', action='store_true', help='only the verification table')
     d.set_defaults(func=cmd_demo)
+    experiments.add_commands(sub)                       # `conslaw train` and `conslaw sweep` (experiments page)
     return p
 
 def main(argv=None)->int:
