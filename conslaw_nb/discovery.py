@@ -6,7 +6,7 @@
 __all__ = ['Block', 'param_blocks', 'Ansatz', 'NullSpace', 'law_nullspace', 'rref', 'law_terms', 'terms_str', 'Law', 'LawGroup',
            'group_laws', 'Laws', 'find_laws', 'LawMatch', 'compare_laws']
 
-# %% ../nbs/05_discovery.ipynb #a996d7d7
+# %% ../nbs/05_discovery.ipynb #10b32f69
 import math, time, itertools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,7 +17,7 @@ from torch.func import jacrev
 from .pde import (as_functional, Flat, random_params, rank_decision, jacobian_rows, count_laws, check_laws,
                             law_gradients, LawCount, _inputs, _probe)
 
-# %% ../nbs/05_discovery.ipynb #a27519ee
+# %% ../nbs/05_discovery.ipynb #4eb99a95
 @dataclass
 class Block:
     "One matrix, vector or scalar slice of a parameter tensor: the unit the quadratic ansatz works on"
@@ -41,7 +41,7 @@ def param_blocks(params:dict)->list:
             out.append(Block(f"{k}[{', '.join(map(str, idx))}]", k, s[-2:], off)); off += n
     return out
 
-# %% ../nbs/05_discovery.ipynb #386ea7b8
+# %% ../nbs/05_discovery.ipynb #1b5b370c
 def _iu(n, device): return torch.triu_indices(n, n, 1, device=device)
 
 class Ansatz:
@@ -108,7 +108,7 @@ class Ansatz:
         parts.append(theta)
         return torch.cat(parts)
 
-# %% ../nbs/05_discovery.ipynb #6751a374
+# %% ../nbs/05_discovery.ipynb #d675a890
 @dataclass
 class NullSpace:
     "The coefficient vectors of all laws in an ansatz, with the rank decision they rest on"
@@ -168,7 +168,7 @@ def law_nullspace(fn, params:dict, ansatz:Ansatz, sample_inputs, *, seed:int=0, 
     status = dec.status if res <= tol else 'ambiguous'
     return NullSpace(N/scale, n_rows, n_th, dec.gap, status, res)
 
-# %% ../nbs/05_discovery.ipynb #df4206ab
+# %% ../nbs/05_discovery.ipynb #aec8b208
 def rref(A:Tensor, tol:float=1e-9):
     "Reduced row echelon form of the rows of `A` (pivot threshold `tol` times the largest entry) and its pivot columns"
     A = A.clone(); n, C = A.shape; piv, r = [], 0
@@ -210,7 +210,7 @@ def _sparser(h:Tensor, Z:Tensor, wt:Tensor)->Tensor:
     r = _l1_clean(h*wt, Z*wt)/wt
     return r if _nnz(r, wt) < _nnz(h, wt) else h
 
-# %% ../nbs/05_discovery.ipynb #ff707d38
+# %% ../nbs/05_discovery.ipynb #9b3e5c8a
 def _snap(c:float, scale:float=1.)->float:
     "Round `c` to a simple fraction when it is one to 1e-8, and to 0 below 1e-9 of `scale`"
     if abs(c) <= 1e-9*scale: return 0.
@@ -299,6 +299,7 @@ def law_terms(alpha:Tensor, ansatz:Ansatz)->list:
                 terms.append((float(w[0]), 'norm', bi, ()))
             else: terms += [(float(v), 'e2', bi, _unflat_idx(i, b.shape)) for i, v in enumerate(w) if abs(v) > tol]
         terms += [(v, k[0], bi, k[2]) for k, v in pairs.items() if k[1] == bi]
+    terms = _merge_runs(terms)
     for (i, j), v in cross.items(): terms.append((v, 'xprod', None, (i, j)))
     for bi, b in enumerate(blocks):
         L = lin[b.sl]
@@ -315,11 +316,25 @@ def law_terms(alpha:Tensor, ansatz:Ansatz)->list:
         terms += [(float(v), 'e', bi, _unflat_idx(i, b.shape)) for i, v in enumerate(L) if abs(v) > tol]
     return terms
 
+def _merge_runs(terms):
+    "Consecutive row (column) norms of one block with one coefficient become the norm of a row (column) slice"
+    out = []
+    for c, kind, bi, idx in terms:
+        if kind in ('rownorm', 'colnorm') and out:
+            c0, k0, b0, i0 = out[-1]
+            if b0 == bi and k0 in (kind, kind[:3]+'slice') and abs(c0 - c) <= 1e-12*max(1., abs(c)):
+                lo, hi = (i0[0], i0[0]+1) if k0 == kind else i0
+                if hi == idx[0]: out[-1] = (c0, kind[:3]+'slice', bi, (lo, hi+1)); continue
+        out.append((c, kind, bi, idx))
+    return out
+
 _SUP = {'norm': '‖{N}‖²', 'sum': '{N}.sum()'}
 def _term_str(kind, N, idx, shape, names=None):
     if kind == 'norm': return f"‖{N}‖²"
     if kind == 'rownorm': return f"‖{N}[{idx[0]}, :]‖²"
     if kind == 'colnorm': return f"‖{N}[:, {idx[0]}]‖²"
+    if kind == 'rowslice': return f"‖{N}[{idx[0]}:{idx[1]}, :]‖²"
+    if kind == 'colslice': return f"‖{N}[:, {idx[0]}:{idx[1]}]‖²"
     if kind == 'rowdot': return f"⟨{N}[{idx[0]}, :], {N}[{idx[1]}, :]⟩"
     if kind == 'coldot': return f"⟨{N}[:, {idx[0]}], {N}[:, {idx[1]}]⟩"
     if kind == 'vp': return f"{N}[{idx[0]}]·{N}[{idx[1]}]"
@@ -351,7 +366,7 @@ def terms_str(terms, ansatz)->str:
         out.append(_coef_str(c, k == 0) + s)
     return ''.join(out) if out else '0'
 
-# %% ../nbs/05_discovery.ipynb #2ddef835
+# %% ../nbs/05_discovery.ipynb #f01c6b4d
 class Law:
     "One conservation law found by `find_laws`: `expr` reads it, calling it on params evaluates it"
     def __init__(self, coef:Tensor, ansatz:Ansatz):
@@ -399,16 +414,18 @@ def _index_key(terms, blocks):
     sig, i0, dims = [], None, set()
     for c, kind, bi, idx in terms:
         b = blocks[bi] if bi is not None else None
+        w = 1
         if kind in _IDX: d = b.shape[_IDX[kind]]
+        elif kind in ('rowslice', 'colslice'): d, w = b.shape[0 if kind == 'rowslice' else 1], idx[1] - idx[0]
         elif kind in ('e2', 'e') and len(b.shape) == 1: d = b.shape[0]
         else: return None
-        if i0 is not None and idx[0] != i0: return None
-        i0 = idx[0]; sig.append((c, kind, bi)); dims.add(d)
-    if len(dims) != 1 or i0 is None: return None
-    return (tuple(sig), dims.pop()), i0
+        if i0 is not None and (idx[0], w) != (i0, width): return None
+        i0, width = idx[0], w; sig.append((c, kind, bi)); dims.add(d)
+    if len(dims) != 1 or i0 is None or i0 % width: return None
+    return (tuple(sig), dims.pop(), width), i0
 
 _FAM = {'rownorm': '‖{N}[i, :]‖²', 'colnorm': '‖{N}[:, i]‖²', 'rowsum': '{N}[i, :].sum()', 'colsum': '{N}[:, i].sum()',
-        'e2': '{N}[i]²', 'e': '{N}[i]'}
+        'e2': '{N}[i]²', 'e': '{N}[i]', 'rowslice': '‖{N}[{w}j:{w}j+{w}, :]‖²', 'colslice': '‖{N}[:, {w}j:{w}j+{w}]‖²'}
 _VEC = {'rowsum': '{N}.sum(1)', 'colsum': '{N}.sum(0)', 'e': '{N}'}
 
 def group_laws(laws:list)->list:
@@ -430,16 +447,18 @@ def group_laws(laws:list)->list:
         if i in used: continue
         k = _index_key(l.terms, blocks)
         if k is not None: ik.setdefault(k[0], []).append((k[1], i))
-    for (sig, n), lst in ik.items():
+    for (sig, n, w), lst in ik.items():
         if len(lst) < 2: continue
-        idxs = sorted(p for p, _ in lst)
+        idxs = sorted(p//w for p, _ in lst); m = n//w
         members = [laws[i] for _, i in sorted(lst)]
-        if idxs == list(range(n)) and all(k in _VEC for _, k, _ in sig):
+        if idxs == list(range(m)) and w == 1 and all(k in _VEC for _, k, _ in sig):
             expr = ''.join(_coef_str(c, j == 0) + _VEC[k].format(N=blocks[bi].name) for j, (c, k, bi) in enumerate(sig))
             kind = 'vector'
         else:
-            expr = ''.join(_coef_str(c, j == 0) + _FAM[k].format(N=blocks[bi].name) for j, (c, k, bi) in enumerate(sig))
-            expr += f", i < {n}" if idxs == list(range(n)) else f", i ∈ {{{', '.join(map(str, idxs))}}}"
+            v = 'i' if w == 1 else 'j'
+            fam = lambda k, N: _FAM[k].format(N=N, w=w)
+            expr = ''.join(_coef_str(c, j == 0) + fam(k, blocks[bi].name) for j, (c, k, bi) in enumerate(sig))
+            expr += f", {v} < {m}" if idxs == list(range(m)) else f", {v} ∈ {{{', '.join(map(str, idxs))}}}"
             kind = 'family'
         groups.append((min(i for _, i in lst), LawGroup(expr, members, kind)))
         used |= {i for _, i in lst}
@@ -447,7 +466,7 @@ def group_laws(laws:list)->list:
         if i not in used: groups.append((i, LawGroup(l.expr, [l], 'single')))
     return [g for _, g in sorted(groups, key=lambda t: t[0])]
 
-# %% ../nbs/05_discovery.ipynb #b883dd1e
+# %% ../nbs/05_discovery.ipynb #656428b7
 @dataclass
 class Laws:
     "The polynomial conservation laws `find_laws` found: `len()` independent laws, readable and callable"
@@ -572,7 +591,7 @@ def find_laws(
     out.seconds = time.perf_counter() - t0
     return out
 
-# %% ../nbs/05_discovery.ipynb #ba6a79a4
+# %% ../nbs/05_discovery.ipynb #373a0297
 @dataclass
 class LawMatch:
     "Do two sets of laws say the same thing? Ranks of their gradients, alone and together, at random points"
