@@ -164,8 +164,17 @@ def load_images(
     raise ValueError(f"name={name!r}: expected 'fashion-mnist', 'digits' or 'cifar10'")
 
 # %% ../nbs/04a_data.ipynb #8f747f04
+class _SafeUnpickler(pickle.Unpickler):
+    "Unpickle only plain data and numpy arrays (what a CIFAR-10 batch holds): any other class is refused, so no code runs"
+    _ok = {('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
+           ('numpy', 'ndarray'), ('numpy', 'dtype'), ('copyreg', '_reconstructor'), ('builtins', 'object')}
+    def find_class(self, module, name):
+        if (module, name) in self._ok: return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data file: only plain data and numpy arrays are allowed")
+
 def _unpickle(p):
-    with open(p, 'rb') as f: return pickle.load(f, encoding='bytes')
+    "Load a CIFAR-10 python batch without executing anything it might contain"
+    with open(p, 'rb') as f: return _SafeUnpickler(f, encoding='bytes').load()
 
 def read_cifar10(path)->ImageData:
     "CIFAR-10 from the python batches in a local cifar-10-batches-py folder"
