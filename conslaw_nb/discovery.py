@@ -6,8 +6,8 @@
 __all__ = ['Block', 'param_blocks', 'Ansatz', 'NullSpace', 'law_nullspace', 'rref', 'law_terms', 'terms_str', 'Law', 'LawGroup',
            'group_laws', 'Laws', 'find_laws', 'LawMatch', 'compare_laws']
 
-# %% ../nbs/05_discovery.ipynb #10b32f69
-import math, time, itertools
+# %% ../nbs/05_discovery.ipynb #290411df
+import math, time, itertools, re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
@@ -17,7 +17,7 @@ from torch.func import jacrev
 from .pde import (as_functional, Flat, random_params, rank_decision, jacobian_rows, count_laws, check_laws,
                             law_gradients, LawCount, _inputs, _probe)
 
-# %% ../nbs/05_discovery.ipynb #4eb99a95
+# %% ../nbs/05_discovery.ipynb #68de1321
 @dataclass
 class Block:
     "One matrix, vector or scalar slice of a parameter tensor: the unit the quadratic ansatz works on"
@@ -41,7 +41,7 @@ def param_blocks(params:dict)->list:
             out.append(Block(f"{k}[{', '.join(map(str, idx))}]", k, s[-2:], off)); off += n
     return out
 
-# %% ../nbs/05_discovery.ipynb #1b5b370c
+# %% ../nbs/05_discovery.ipynb #c742d2ce
 def _iu(n, device): return torch.triu_indices(n, n, 1, device=device)
 
 class Ansatz:
@@ -108,7 +108,7 @@ class Ansatz:
         parts.append(theta)
         return torch.cat(parts)
 
-# %% ../nbs/05_discovery.ipynb #d675a890
+# %% ../nbs/05_discovery.ipynb #f0770120
 @dataclass
 class NullSpace:
     "The coefficient vectors of all laws in an ansatz, with the rank decision they rest on"
@@ -168,7 +168,7 @@ def law_nullspace(fn, params:dict, ansatz:Ansatz, sample_inputs, *, seed:int=0, 
     status = dec.status if res <= tol else 'ambiguous'
     return NullSpace(N/scale, n_rows, n_th, dec.gap, status, res)
 
-# %% ../nbs/05_discovery.ipynb #aec8b208
+# %% ../nbs/05_discovery.ipynb #d3770118
 def rref(A:Tensor, tol:float=1e-9):
     "Reduced row echelon form of the rows of `A` (pivot threshold `tol` times the largest entry) and its pivot columns"
     A = A.clone(); n, C = A.shape; piv, r = [], 0
@@ -210,7 +210,7 @@ def _sparser(h:Tensor, Z:Tensor, wt:Tensor)->Tensor:
     r = _l1_clean(h*wt, Z*wt)/wt
     return r if _nnz(r, wt) < _nnz(h, wt) else h
 
-# %% ../nbs/05_discovery.ipynb #9b3e5c8a
+# %% ../nbs/05_discovery.ipynb #78425624
 def _snap(c:float, scale:float=1.)->float:
     "Round `c` to a simple fraction when it is one to 1e-8, and to 0 below 1e-9 of `scale`"
     if abs(c) <= 1e-9*scale: return 0.
@@ -366,7 +366,7 @@ def terms_str(terms, ansatz)->str:
         out.append(_coef_str(c, k == 0) + s)
     return ''.join(out) if out else '0'
 
-# %% ../nbs/05_discovery.ipynb #f01c6b4d
+# %% ../nbs/05_discovery.ipynb #843d1199
 class Law:
     "One conservation law found by `find_laws`: `expr` reads it, calling it on params evaluates it"
     def __init__(self, coef:Tensor, ansatz:Ansatz):
@@ -464,9 +464,37 @@ def group_laws(laws:list)->list:
         used |= {i for _, i in lst}
     for i, l in enumerate(laws):
         if i not in used: groups.append((i, LawGroup(l.expr, [l], 'single')))
-    return [g for _, g in sorted(groups, key=lambda t: t[0])]
+    return _merge_slices([g for _, g in sorted(groups, key=lambda t: t[0])], blocks)
 
-# %% ../nbs/05_discovery.ipynb #656428b7
+def _merge_slices(groups, blocks):
+    "Groups that differ only in the leading index h of 3-dim parameters (heads, experts) read as one, over h"
+    out, where = [], {}
+    for g in groups:
+        bis = {t[2] for l in g.laws for t in l.terms if t[2] is not None}
+        split = {blocks[bi].name: blocks[bi] for bi in bis if blocks[bi].name != blocks[bi].param}
+        hs = {nm[len(b.param):] for nm, b in split.items()}
+        if len(hs) != 1 or any(t[1] == 'xprod' for l in g.laws for t in l.terms): out.append(g); continue
+        h = hs.pop()
+        if h.count(',') or len(split) != len({b.param for b in split.values()}): out.append(g); continue
+        key = g.expr
+        for nm, b in sorted(split.items(), key=lambda kv: -len(kv[0])):
+            key = re.sub(r'(?<![A-Za-z0-9_.])' + re.escape(nm), b.param + '[h]', key)
+        k = (key, g.kind, tuple(sorted(b.param for b in split.values())))
+        if k in where: where[k][1].append((int(h[1:-1]), g))
+        else: where[k] = (len(out), [(int(h[1:-1]), g)]); out.append(None)
+    for (key, kind, params), (pos, members) in where.items():
+        if len(members) == 1: out[pos] = members[0][1]; continue
+        hs = sorted(h for h, _ in members)
+        n = min(_leading(blocks, p) for p in params)
+        suffix = f", h < {n}" if hs == list(range(n)) else f", h ∈ {{{', '.join(map(str, hs))}}}"
+        out[pos] = LawGroup(key + suffix, [l for _, g in sorted(members, key=lambda t: t[0]) for l in g.laws], kind)
+    return out
+
+def _leading(blocks, param):
+    "Size of the leading axis of a 3-dim parameter, from its blocks"
+    return sum(b.param == param for b in blocks)
+
+# %% ../nbs/05_discovery.ipynb #4577678b
 @dataclass
 class Laws:
     "The polynomial conservation laws `find_laws` found: `len()` independent laws, readable and callable"
@@ -591,7 +619,7 @@ def find_laws(
     out.seconds = time.perf_counter() - t0
     return out
 
-# %% ../nbs/05_discovery.ipynb #373a0297
+# %% ../nbs/05_discovery.ipynb #ade782dd
 @dataclass
 class LawMatch:
     "Do two sets of laws say the same thing? Ranks of their gradients, alone and together, at random points"
