@@ -193,6 +193,8 @@ def rewrite_links(md: str, pages: dict[str, str], doc_prefix: str) -> str:
         if path in pages: return pages[path][:-len('.md')] + ext + hash_ + frag
         return url
     def sub(text):
+        # private names (`_probe`) get no API entry, so nbdev's doc link to them would point at a missing anchor: unlink
+        text = re.sub(r'\[([^\]]*)\]\(([^)\s]+#_[^)\s]*)\)', lambda m: m.group(1), text)
         text = re.sub(r'(\]\()([^)\s]+)', lambda m: m.group(1) + fix(m.group(2)), text)
         return re.sub(r'(href=")([^"]+)', lambda m: m.group(1) + fix(m.group(2), '.html'), text)
     return _outside_fences(md, sub)
