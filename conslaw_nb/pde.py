@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['AmbiguousRankError', 'random_params', 'as_functional', 'Flat', 'RankDecision', 'rank_decision', 'jacobian_rows',
-           'bracket_rows', 'Span', 'LawCount', 'count_laws', 'law_gradients', 'LawCheck', 'check_laws', 'laws_rank',
-           'Completeness', 'completeness', 'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent']
+           'bracket_rows', 'Span', 'LawCount', 'bracket_fd_error', 'count_laws', 'law_gradients', 'LawCheck',
+           'check_laws', 'laws_rank', 'Completeness', 'completeness', 'sym_orthogonality', 'sym_is_law',
+           'gradient_flow', 'gradient_descent']
 
 # %% ../nbs/00_pde.ipynb #bccf1f97
 import math, time
@@ -235,6 +236,23 @@ def _probe(fn, params, x):
     if not torch.isfinite(y).all(): raise ValueError("the model's output is not finite at these params: use a finite, moderate point")
     return y.numel()
 
+# %% ../nbs/00_pde.ipynb #8c82ad05
+def bracket_fd_error(fn, flat, theta, xs, ws)->float:
+    "Relative disagreement between one depth-d bracket by automatic differentiation and by central finite differences"
+    fx = _fx(fn, flat)
+    X = lambda th: grad(lambda t: (ws[0]*fx(t, xs[0])).sum())(th)                 # the outer field Y_0
+    Z = lambda th: _bracket_stack(fx, xs[1:], ws[1:])(th).sum(0)                   # the inner bracket, by AD (checked one depth earlier)
+    terms = _bracket_stack(fx, xs, ws)(theta)
+    ad, scale = terms.sum(0), terms.norm(dim=1).sum()
+    h = torch.finfo(theta.dtype).eps**(1/3) * max(float(theta.norm())/math.sqrt(flat.D), 1e-3)
+    def D_along(F, v):                                                             # DF(θ)·v by a central difference
+        n = v.norm()
+        if n == 0: return torch.zeros_like(v)
+        u = v/n
+        return (F(theta + h*u) - F(theta - h*u))/(2*h)*n
+    fd = D_along(Z, X(theta)) - D_along(X, Z(theta))
+    return float((ad - fd).norm()/scale.clamp_min(torch.finfo(theta.dtype).tiny))
+
 # %% ../nbs/00_pde.ipynb #d41fb830
 def count_laws(
     f,                          # model: `f(params, x)` on one input, or an `nn.Module`
@@ -251,6 +269,7 @@ def count_laws(
     patience:int=None,          # fresh inputs in a row that must add nothing to the span (default max(n0, 32))
     bracket_patience:int=8,     # random brackets in a row that must add nothing at each depth
     chunk_size:int=None,        # vmap chunk size (memory)
+    check_derivatives:bool=True, # check each depth's brackets against finite differences (`bracket_fd_error`)
 )->LawCount:
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
@@ -309,6 +328,12 @@ def count_laws(
             if fixed: Xs = X[torch.randint(len(X), (M, depth), generator=g).to(dev)]
             else: Xs = _inputs(sample_inputs, M*depth, g, dev, dtype).reshape(M, depth, *x0.shape)
             Ws = torch.randn(M, depth, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dtype)
+            if check_derivatives and quiet == 0 and r == dims[-1]:      # first batch of this depth: trust, but verify
+                err = max(bracket_fd_error(fn, flat, theta, Xs[j], Ws[j]) for j in range(min(2, M)))
+                if err > torch.finfo(dtype).eps**0.25:
+                    return out(dims, 'ambiguous', f'bracket depth {depth}: automatic derivatives disagree with finite differences '
+                               f'(relative error {err:.1e}): an operation in the model has wrong higher derivatives in this '
+                               'torch version (e.g. F.layer_norm); write it out by hand')
             r2 = span.add(bracket_rows(fn, flat, theta, Xs, Ws, chunk_size))
             if r2 is None: return out(dims, 'ambiguous', f'bracket depth {depth}: singular-value gap too small')
             new, r = r2 - r, r2
