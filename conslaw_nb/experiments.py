@@ -509,6 +509,7 @@ def sweep(
     "Train a learning-rate × seed grid (resuming), fit the exponents, write records, fit.json and figures to `out`"
     out = Path(out)
     cfgs = sweep_configs(task, **kw)
+    for cfg in cfgs: _check(cfg)    # every configuration is valid before any run starts
     for cfg in tqdm(cfgs, desc=f'sweep {task}', disable=not progress):
         path = out/'runs'/f'{cfg.name()}.csv'
         if path.exists(): continue  # finished before: resume
