@@ -5,15 +5,15 @@
 # %% auto #0
 __all__ = ['ARCHS', 'Arch', 'verify_arch', 'verify', 'format_table', 'write_json', 'plot_spectra']
 
-# %% ../nbs/06_verify.ipynb #ad1b4d53
-import json, math, os, tempfile, time
+# %% ../nbs/06_verify.ipynb #96b68ca2
+import math, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
 from .pde import count_laws, check_laws, laws_rank, random_params
-from . import ffn, attention, moe
+from . import ffn, attention, moe, experiments
 
-# %% ../nbs/06_verify.ipynb #77ac8858
+# %% ../nbs/06_verify.ipynb #3a8a9fad
 @dataclass
 class Arch:
     "An architecture row: how to build it at a size, and what the paper states"
@@ -62,7 +62,7 @@ ARCHS = {a.name: a for a in [
     Arch('moe-sigmoid-dense', _moe(None, 'sigmoid'), 'moe'), Arch('moe-sigmoid-top2', _moe(2, 'sigmoid'), 'moe'),
 ]}
 
-# %% ../nbs/06_verify.ipynb #4dc86aec
+# %% ../nbs/06_verify.ipynb #61feed16
 def verify_arch(
     name:str,            # a key of `ARCHS`
     size:int=1,          # multiplies every width
@@ -100,7 +100,7 @@ def _weakest(c):
     d = min(c.decisions, key=lambda d: d.gap)
     return dict(sv=[float(v) for v in d.sv], cut=d.best_guess)
 
-# %% ../nbs/06_verify.ipynb #b1774177
+# %% ../nbs/06_verify.ipynb #71d5f24f
 def verify(
     archs=None,          # names (default: all of `ARCHS`)
     size:int=1, seed:int=0, device=None,
@@ -126,19 +126,12 @@ def format_table(rows:list)->str:
                      f"{r['verdict']:>13} {r['gap']:>9.1e} {r['seconds']:>6.2f}")
     return '\n'.join(lines)
 
-# %% ../nbs/06_verify.ipynb #aaaf7aae
+# %% ../nbs/06_verify.ipynb #575d5edd
 def write_json(rows:list, path)->Path:
     "Write `rows` to `path` atomically (a temporary file in the same folder, then rename)"
     path = Path(path)
     if not path.parent.exists(): raise ValueError(f"folder {str(path.parent)!r} does not exist: create it or choose another --json path")
-    keep = [{k: v for k, v in r.items() if k != 'sv'} for r in rows]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix='.' + path.name, suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'w') as fh: json.dump(keep, fh, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    experiments.write_json(path, [{k: v for k, v in r.items() if k != 'sv'} for r in rows])   # atomic: temp file + rename
     return path
 
 def plot_spectra(rows:list, ncols:int=5):
