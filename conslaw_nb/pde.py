@@ -170,13 +170,15 @@ def _bracket_stack(fx, xs, ws):
     for i in range(d-2, -1, -1): T = level(T, field(i))
     return T
 
-def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None):
+def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None, return_scale:bool=False):
     "Depth-d brackets at `theta`, one per draw (`Xs` (B, d, *x), `Ws` (B, d, K)), each divided by the sum of its terms' norms"
     fx = _fx(fn, flat)
     def one(xs, ws):
         v = _bracket_stack(fx, xs, ws)(theta)
-        return v.sum(0)/v.norm(dim=1).sum().clamp_min(torch.finfo(v.dtype).tiny)
-    return vmap(one, chunk_size=chunk_size)(Xs, Ws)
+        scale = v.norm(dim=1).sum().clamp_min(torch.finfo(v.dtype).tiny)
+        return v.sum(0)/scale, scale
+    rows, scales = vmap(one, chunk_size=chunk_size)(Xs, Ws)
+    return (rows, scales) if return_scale else rows
 
 def _normalize_rows(A):
     n = A.norm(dim=1, keepdim=True)
@@ -237,21 +239,23 @@ def _probe(fn, params, x):
     return y.numel()
 
 # %% ../nbs/00_pde.ipynb #8c82ad05
-def bracket_fd_error(fn, flat, theta, xs, ws)->float:
+def bracket_fd_error(
+    fn, flat, theta, xs, ws,   # model, flattening, point, and one draw (inputs `xs` (d, *x), output weights `ws` (d, K))
+    row=None, scale=None,      # that draw's row and scale from `bracket_rows(..., return_scale=True)`, if already computed
+)->float:
     "Relative disagreement between one depth-d bracket by automatic differentiation and by central finite differences"
     fx = _fx(fn, flat)
     X = lambda th: grad(lambda t: (ws[0]*fx(t, xs[0])).sum())(th)                 # the outer field Y_0
     Z = lambda th: _bracket_stack(fx, xs[1:], ws[1:])(th).sum(0)                   # the inner bracket, by AD (checked one depth earlier)
-    terms = _bracket_stack(fx, xs, ws)(theta)
-    ad, scale = terms.sum(0), terms.norm(dim=1).sum()
+    if row is None: row, scale = bracket_rows(fn, flat, theta, xs[None], ws[None], return_scale=True); row, scale = row[0], scale[0]
     h = torch.finfo(theta.dtype).eps**(1/3) * max(float(theta.norm())/math.sqrt(flat.D), 1e-3)
     def D_along(F, v):                                                             # DF(θ)·v by a central difference
         n = v.norm()
         if n == 0: return torch.zeros_like(v)
-        u = v/n
-        return (F(theta + h*u) - F(theta - h*u))/(2*h)*n
+        Fp, Fm = vmap(F)(torch.stack([theta + h*v/n, theta - h*v/n]))            # both sides in one call
+        return (Fp - Fm)/(2*h)*n
     fd = D_along(Z, X(theta)) - D_along(X, Z(theta))
-    return float((ad - fd).norm()/scale.clamp_min(torch.finfo(theta.dtype).tiny))
+    return float((row*scale - fd).norm()/scale)
 
 # %% ../nbs/00_pde.ipynb #d41fb830
 def count_laws(
@@ -328,13 +332,14 @@ def count_laws(
             if fixed: Xs = X[torch.randint(len(X), (M, depth), generator=g).to(dev)]
             else: Xs = _inputs(sample_inputs, M*depth, g, dev, dtype).reshape(M, depth, *x0.shape)
             Ws = torch.randn(M, depth, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dtype)
+            rows, scales = bracket_rows(fn, flat, theta, Xs, Ws, chunk_size, return_scale=True)
             if check_derivatives and quiet == 0 and r == dims[-1]:      # first batch of this depth: trust, but verify
-                err = bracket_fd_error(fn, flat, theta, Xs[0], Ws[0])
+                err = bracket_fd_error(fn, flat, theta, Xs[0], Ws[0], rows[0], scales[0])
                 if err > torch.finfo(dtype).eps**0.25:
                     return out(dims, 'ambiguous', f'bracket depth {depth}: automatic derivatives disagree with finite differences '
                                f'(relative error {err:.1e}): an operation in the model has wrong higher derivatives in this '
                                'torch version (e.g. F.layer_norm); write it out by hand')
-            r2 = span.add(bracket_rows(fn, flat, theta, Xs, Ws, chunk_size))
+            r2 = span.add(rows)
             if r2 is None: return out(dims, 'ambiguous', f'bracket depth {depth}: singular-value gap too small')
             new, r = r2 - r, r2
             quiet = M - new if new else quiet + M   # draws are exchangeable: the last M − new of the batch added nothing
