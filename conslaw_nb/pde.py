@@ -11,7 +11,7 @@ __all__ = ['AmbiguousRankError', 'random_params', 'as_functional', 'Flat', 'Rank
 # %% ../nbs/00_pde.ipynb #bccf1f97
 import math, time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Optional
 import torch
 import sympy as sp
 from torch import nn, Tensor

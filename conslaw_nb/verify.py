@@ -7,7 +7,7 @@ __all__ = ['ARCHS', 'Arch', 'verify_arch', 'verify', 'format_table', 'write_json
 
 # %% ../nbs/06_verify.ipynb #96b68ca2
 import math, time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .pde import count_laws, check_laws, laws_rank, random_params
