@@ -183,7 +183,7 @@ class SwiGLU(nn.Module):
     "SwiGLU MLP with bias-free `gate_proj` (B), `up_proj` (C) and `down_proj` (A), as Llama's and Qwen's MLP"
     def __init__(self, d:int, d_ff:int, generator=None, dtype=None, device=None):
         super().__init__()
-        _check_int(d=d, d_ff=d_ff)
+        _check_int(**{'d': d, 'd_ff (d1)': d_ff})
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.gate_proj, self.up_proj, self.down_proj = _init_linear(d, d_ff, **kw), _init_linear(d, d_ff, **kw), _init_linear(d_ff, d, **kw)
     def forward(self, x): return swiglu_mlp(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
@@ -228,7 +228,7 @@ class Experts(nn.Module):
     "E SwiGLU experts stored as transformers 5 stores them: `gate_up_proj` (E, 2·d1, d) and `down_proj` (E, d, d1)"
     def __init__(self, d:int, d_ff:int, n_experts:int, generator=None, dtype=None, device=None):
         super().__init__()
-        _check_int(d=d, d_ff=d_ff, n_experts=n_experts)
+        _check_int(**{'d': d, 'd_ff (d1)': d_ff, 'n_experts (E)': n_experts})
         def w(*s, fan): return nn.Parameter((torch.randn(*s, generator=generator, dtype=torch.float64)/math.sqrt(fan)).to(dtype=dtype or torch.get_default_dtype(), device=device))
         self.gate_up_proj, self.down_proj = w(n_experts, 2*d_ff, d, fan=d), w(n_experts, d, d_ff, fan=d_ff)
     def extra_repr(self): return f"n_experts={self.down_proj.shape[0]}, d={self.down_proj.shape[1]}, d_ff={self.down_proj.shape[2]}"
@@ -244,9 +244,9 @@ class MoE(nn.Module):
         generator=None, dtype=None, device=None,
     ):
         super().__init__()
-        _check_int(d=d, d_ff=d_ff, n_experts=n_experts)
+        _check_int(**{'d': d, 'd_ff (d1)': d_ff, 'n_experts (E)': n_experts})
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= n_experts):
-            raise ValueError(f"`top_k` = {top_k!r} is out of range: pick 1 <= top_k <= n_experts = {n_experts}, or None for dense gating")
+            raise ValueError(f"`top_k` (k) = {top_k!r} is out of range: pick 1 <= top_k <= n_experts = {n_experts}, or None for dense gating")
         if gate not in _GATES: raise ValueError(f"`gate` must be one of {list(_GATES)}, got {gate!r}")
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.top_k, self.gate_fn, self.norm_topk = top_k, gate, norm_topk
