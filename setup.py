@@ -11,6 +11,7 @@ statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Produ
 lic = licenses[cfg['license']]
 req = cfg.get('requirements', '').split()
 dev_req = cfg.get('dev_requirements', '').split()
+hf_req = cfg.get('hf_requirements', '').split()
 scripts = [s for s in cfg.get('console_scripts', '').split() if s]
 
 setuptools.setup(
@@ -32,7 +33,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=req,
-    extras_require={'dev': dev_req},
+    extras_require={'dev': dev_req, 'hf': hf_req},
     python_requires='>=' + cfg['min_python'],
     zip_safe=False,
     entry_points={'console_scripts': scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},

@@ -1,0 +1,87 @@
+"""Real modules in: PyTorch's own attention layers and transformers' blocks (tiny random configs, never the hub),
+counted as they are or through `adapters.adapt`, at two sizes, with the laws the adapter states checked."""
+import pytest, torch
+from torch import nn
+from conslaw_nb.pde import count_laws, check_laws
+from conslaw_nb.adapters import adapt, law_blocks, module_zoo, init_generic
+
+transformers = pytest.importorskip('transformers')
+
+def seqs(T, d): return lambda n, g: torch.randn(n, T, d, generator=g, dtype=torch.float64)
+
+class SelfAttention(nn.Module):
+    "the only wrapper nn.MultiheadAttention needs: x as query, key and value"
+    def __init__(self, a): super().__init__(); self.a = a
+    def forward(self, x): return self.a(x, x, x, need_weights=False)[0]
+
+def test_torch_multihead_attention_as_it_is():
+    torch.manual_seed(0)
+    c = count_laws(SelfAttention(nn.MultiheadAttention(4, 2, bias=False, batch_first=True)), None, seqs(3, 4))
+    assert (c.status, c.n_laws) == ('ok', 2*(3 + 3))      # H (dk(dk+1)/2 + dv(dv+1)/2), dk = dv = 2
+
+@pytest.mark.parametrize('norm_first', [False, True])
+def test_torch_encoder_layer_as_it_is(norm_first):
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoderLayer(4, 2, 8, dropout=0., batch_first=True, norm_first=norm_first)
+    c = count_laws(enc, None, seqs(3, 4))
+    assert c.status == 'ok', c.reason
+    with pytest.raises(ValueError, match='forward-mode derivative'):     # torch's own flash kernel: a clear error, not a raw one
+        count_laws(enc, None, seqs(3, 4), exact=False)
+
+ZOO = {s: module_zoo(s) for s in (1, 2)}
+
+@pytest.mark.parametrize('size', [1, 2])
+@pytest.mark.parametrize('name', list(ZOO[1]))
+def test_every_module_counts_and_checks(name, size):
+    m, kw = ZOO[size][name]
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    a = adapt(m, **kw)
+    c = count_laws(a.f, a.params, a.inputs)
+    assert c.status == 'ok', (name, c.reason)
+    assert c.n_laws == a.expected, (name, c)
+    assert check_laws(a.laws, a.f, a.params, a.inputs).max_rel < 1e-10
+    assert all(torch.equal(p, before[n]) for n, p in m.named_parameters())   # adapting never changes the module
+
+def test_two_sizes_differ():
+    for name in ZOO[1]:
+        if name.startswith('nn.MultiheadAttention (biases'): continue
+        assert sum(p.numel() for p in ZOO[1][name][0].parameters()) != sum(p.numel() for p in ZOO[2][name][0].parameters()), name
+
+def test_gqa_is_not_repeated_heads():
+    "GQA laws are group sums: Hkv of them, not H; the count says so"
+    a = adapt(ZOO[2]['LlamaAttention (GQA)'][0])
+    assert (a.meta['heads'], a.meta['kv_heads']) == (4, 2)
+    assert a.laws(a.params)['VO'].shape[0] == 2
+
+def test_raw_moe_block_gets_a_clear_error():
+    "transformers' expert loop calls .item(): the engine names the fix instead of a raw vmap error"
+    m, _ = ZOO[1]['MixtralSparseMoeBlock']
+    m.experts.config._experts_implementation = None
+    f = lambda p, x: torch.func.functional_call(m, p, (x[None, None],)).reshape(-1)
+    with pytest.raises(ValueError, match='adapt'):
+        count_laws(f, {n: p.detach() for n, p in m.named_parameters()}, lambda n, g: torch.randn(n, 3, generator=g, dtype=torch.float64))
+    assert m.experts.config._experts_implementation is None    # adapt's switch is temporary
+    adapt(m); assert m.experts.config._experts_implementation is None
+
+def test_law_blocks_on_causal_lms():
+    cfg = dict(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=2)
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, intermediate_size=6))
+    qmoe = transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(**cfg, moe_intermediate_size=3, num_experts=4, num_experts_per_tok=2,
+                                                                       shared_expert_intermediate_size=2, intermediate_size=6))
+    fam = lambda m: [(n.split('.')[-1], a.family) for n, a in law_blocks(m)]
+    assert fam(llama) == [('self_attn', 'attention'), ('mlp', 'swiglu')]*2
+    assert fam(qmoe) == [('self_attn', 'attention'), ('mlp', 'moe')]*2
+    a = dict(law_blocks(qmoe))['model.layers.0.mlp']
+    assert a.meta['shared_d_ff'] == 2 and a.meta['norm_topk'] is False
+
+def test_unsupported_and_uninitialised():
+    with pytest.raises(ValueError, match='Supported'): adapt(nn.GRU(3, 4))
+    with pytest.raises(ValueError, match='law_blocks'): adapt(transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=10, hidden_size=4, num_hidden_layers=1, num_attention_heads=2, intermediate_size=4)))
+    blk = transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock(transformers.Qwen3MoeConfig(
+        hidden_size=3, num_attention_heads=1, moe_intermediate_size=2, num_experts=4, num_experts_per_tok=2))
+    with torch.no_grad(): blk.experts.gate_up_proj.normal_(); blk.experts.down_proj.normal_(); blk.gate.weight.zero_()
+    with pytest.raises(ValueError, match='all zero'): adapt(blk)
+    init_generic(blk)
+    with torch.no_grad(): blk.experts.down_proj[0, 0, 0] = float('inf')
+    with pytest.raises(ValueError, match='non-finite'): adapt(blk)
