@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 from conslaw_nb.pde import count_laws, check_laws, laws_rank, completeness, random_params
-from conslaw_nb import ffn, attention, moe, verify
+from conslaw_nb import ffn, attention, moe, verify, blocks
 
 f64 = dict(dtype=torch.float64)
 nan = float('nan')
@@ -48,10 +48,10 @@ ATTN = [
     ('odd dk in rope_laws', lambda: attention.rope_laws(random_params({'Q': (1, 4, 3), 'K': (1, 4, 3), 'V': (1, 4, 2), 'O': (1, 4, 2)})), 'even'),
 ]
 MOE = [
-    ('k = 0', lambda: moe.MoE(3, 2, 4, k=0), 'k'),
-    ('k > E', lambda: moe.MoE(3, 2, 4, k=5), 'k'),
-    ('E = 0', lambda: moe.MoE(3, 2, 0), 'E'),
-    ('unknown gate', lambda: moe.MoE(3, 2, 4, gate='relu'), 'gate'),
+    ('k = 0', lambda: blocks.MoE(3, 2, 4, top_k=0), 'k'),
+    ('k > E', lambda: blocks.MoE(3, 2, 4, top_k=5), 'k'),
+    ('E = 0', lambda: blocks.MoE(3, 2, 0), 'E'),
+    ('unknown gate', lambda: blocks.MoE(3, 2, 4, gate='relu'), 'gate'),
     ('router shape', lambda: moe.moe({'W': torch.ones(3, 2, **f64), 'A': torch.ones(4, 3, 2, **f64), 'B': torch.ones(4, 2, 3, **f64), 'C': torch.ones(4, 2, 3, **f64)}, torch.ones(3, **f64)), 'W'),
 ]
 VERIFY = [
