@@ -80,7 +80,7 @@ def main(argv=None)->int:
     args = p.parse_args(argv)
     if getattr(args, 'size', 1) is not None and getattr(args, 'size', 1) < 1: p.error(f"--size must be >= 1, got {args.size}")
     try: return args.func(args)
-    except (ValueError, TypeError, OSError) as e:
+    except (ValueError, TypeError, OSError, ImportError) as e:
         print(f"conslaw {args.cmd}: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
         print(f"conslaw {args.cmd}: interrupted", file=sys.stderr); return 130
