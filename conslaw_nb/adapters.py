@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['Adapted', 'adapt', 'law_blocks', 'init_generic', 'module_zoo']
 
-# %% ../nbs/03a_adapters.ipynb #15251cd7
+# %% ../nbs/03a_adapters.ipynb #79a1349c
 import contextlib, inspect, math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,7 +18,7 @@ from .attention import mha_laws, rope_laws
 from .ffn import swiglu_laws_fn
 from .moe import moe_laws_fn, moe_measured_theory
 
-# %% ../nbs/03a_adapters.ipynb #c47e9879
+# %% ../nbs/03a_adapters.ipynb #0795c134
 @dataclass
 class Adapted:
     "One block read for the engine: `f(params, x)` on one input, float64 `params`, `inputs`, and the laws the theory states"
@@ -41,7 +41,7 @@ class Adapted:
         D = sum(p.numel() for p in self.params.values())
         return f"Adapted({self.family!r}, {type(self.module).__name__}, D={D}, expected={self.expected}, {self.meta})"
 
-# %% ../nbs/03a_adapters.ipynb #7cdce252
+# %% ../nbs/03a_adapters.ipynb #065d8f1e
 def _copy(m:nn.Module)->dict:
     "Float64 copies of a module's parameters, refusing the uninitialised ones"
     P = {}
@@ -79,7 +79,7 @@ def _probe_dtype(a):
     if seen: raise ValueError(f"submodule {names[seen[0]] or type(seen[0]).__name__!r} ({type(seen[0]).__name__}) computes in "
                               f"float32 inside a float64 model, which `exact_ops` cannot undo: the laws need float64 throughout")
 
-# %% ../nbs/03a_adapters.ipynb #a12fca65
+# %% ../nbs/03a_adapters.ipynb #6558c582
 def _heads_view(W:Tensor, h:int)->Tensor:
     "A (h·dh, d) projection weight as the paper's stacked per-head matrices (h, d, dh)"
     return W.unflatten(0, (h, W.shape[0]//h)).transpose(1, 2)
@@ -128,7 +128,7 @@ def _attention_expected(H, Hkv, dk, dv, rope, qknorm, k_bias):
     if qknorm is not None: return dk//2 + vo + (H + Hkv if qknorm == 0 else 0)
     return Hkv*(dk//2 if rope else dk*(dk+1)//2) + vo + (Hkv*dk if k_bias and not rope else 0)
 
-# %% ../nbs/03a_adapters.ipynb #d454cab6
+# %% ../nbs/03a_adapters.ipynb #d810e03b
 def _rope_tables(m, cfg, T:int, dk:int):
     "cos, sin (T, dk) of transformers' rotary embedding for this config, in float64"
     rp = getattr(cfg, 'rope_parameters', None) or {}
@@ -215,7 +215,7 @@ def _attention(m, T, causal):
     return dict(family='attention', f=f, inputs=_gauss(T, d), laws=laws, rows=rows, controls=controls,
                 expected=_attention_expected(H, Hkv, dk, dv, rope, qknorm, k_bias), meta=meta)
 
-# %% ../nbs/03a_adapters.ipynb #30f95070
+# %% ../nbs/03a_adapters.ipynb #5f4de8f3
 def _is_gated_mlp(m): return all(isinstance(getattr(m, n, None), nn.Linear) for n in ('gate_proj', 'up_proj', 'down_proj'))
 
 def _gated_mlp(m, T, causal):
@@ -294,7 +294,7 @@ def _moe(m, T, causal):
     return dict(family='moe', f=f, inputs=_gauss(d), laws=h, rows=rows, controls=controls, expected=expected,
                 meta=dict(d=d, d_ff=d1, experts=E, top_k=k, norm_topk=norm, gate=gate, shared_d_ff=d1s))
 
-# %% ../nbs/03a_adapters.ipynb #9bcb6a73
+# %% ../nbs/03a_adapters.ipynb #81d965de
 _READERS = [  # (test, reader, what a user would call it)
     (lambda m: isinstance(m, (Attention, nn.MultiheadAttention)) or _is_hf_attention(m), _attention,
      'attention: conslaw_nb.blocks.Attention, nn.MultiheadAttention, transformers Llama/Mistral/Qwen2/Qwen3 attention (GQA, MQA)'),
@@ -322,8 +322,9 @@ def adapt(
         hint = (f"; it holds {len(inner)} supported blocks (e.g. {', '.join(inner[:3])}): adapt one of them, or use "
                 "`law_blocks(model)` to get them all") if inner else ''
         raise ValueError(f"adapt does not support {type(module).__name__}{hint}. Supported: " + '; '.join(w for _, _, w in _READERS))
+    params = _copy(module)
     kw = read(module, seq_len, causal)
-    a = Adapted(module=module, params=_copy(module), **kw)
+    a = Adapted(module=module, params=params, **kw)
     if check: _probe_dtype(a)
     return a
 
@@ -340,7 +341,7 @@ def law_blocks(
         out.append((name, adapt(m, check=False))); taken.append(name)
     return out
 
-# %% ../nbs/03a_adapters.ipynb #ba98255c
+# %% ../nbs/03a_adapters.ipynb #7773f13d
 def init_generic(
     module:nn.Module,    # modified in place
     generator:torch.Generator=None,
