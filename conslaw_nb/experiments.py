@@ -32,8 +32,11 @@ def _unwrap(model): return model.module if hasattr(model, 'module') and isinstan
 
 # %% ../nbs/04_experiments.ipynb #43b853af
 def eq10(h:Tensor, h0:Tensor)->float:
-    "The paper's Eq. 10: mean over laws i of ‖h_i − h0_i‖ / ‖h0_i‖ (rows are laws)"
-    return ((h - h0).norm(dim=1) / h0.norm(dim=1).clamp_min(torch.finfo(h0.dtype).tiny)).mean().item()
+    "The paper's Eq. 10: mean over laws i of ‖h_i − h0_i‖ / ‖h0_i‖ (rows are laws); NaN when every h0_i vanishes"
+    n0 = h0.norm(dim=1)
+    keep = n0 > torch.finfo(h0.dtype).eps**0.5 * n0.max()   # a law that is 0 at θ0 has no relative error: left out
+    if not keep.any(): return float('nan')
+    return ((h - h0)[keep].norm(dim=1) / n0[keep]).mean().item()
 
 class ConservationMonitor:
     "Records the conservation error (Eq. 10) of every law-bearing block of a model, and of control quantities"

@@ -194,3 +194,21 @@ def test_cli_train_transformers_config(tmp_path, capsys, monkeypatch):
     from conslaw_nb.cli import main
     assert main(['train', '--hf-config', str(tmp_path/'tiny_llama.json'), '--steps', '1', '--quiet', '--out', str(tmp_path)]) == 2
     assert 'conslaw_nb[hf]' in capsys.readouterr().err
+
+
+def test_monitor_on_qwen3_at_transformers_init_reports_no_garbage():
+    "Qwen3's q/k-norm gains start at 1, so its gain-pair laws start at 0: Eq. 10 has no relative error there (NaN), never 1e297"
+    import math
+    transformers = pytest.importorskip('transformers')
+    from conslaw_nb.experiments import ConservationMonitor
+    cfg = transformers.Qwen3Config(vocab_size=20, hidden_size=8, intermediate_size=12, num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1, head_dim=4)
+    torch.manual_seed(0)
+    model = transformers.Qwen3ForCausalLM(cfg).double()
+    mon = ConservationMonitor(model)
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(1e-3*torch.randn_like(p))
+    err = mon.errors()
+    qk = [v for (kind, name), v in err.items() if kind == 'qk']
+    assert qk and all(math.isnan(v) for v in qk)
+    assert all(v < 1 for (kind, name), v in err.items() if kind == 'vo')
