@@ -318,8 +318,8 @@ def run_table(recs:list, kinds=QUAD_KINDS)->list:
         key = (r['run'], r['step'])
         a = acc.setdefault(key, dict({k: r[k] for k in ('run', 'task', 'optim', 'schedule', 'lr', 'weight_decay', 'seed',
                                                       'step', 'tau_k', 'sum_tau2', 'loss')}, _e=[]))
-        a['_e'].append(r['eps'])
-    return [dict({k: v for k, v in a.items() if k != '_e'}, eps=float(np.mean(a['_e']))) for a in acc.values()]
+        if not math.isnan(r['eps']): a['_e'].append(r['eps'])   # NaN: a block whose laws all vanish at θ0 (see `eq10`)
+    return [dict({k: v for k, v in a.items() if k != '_e'}, eps=float(np.mean(a['_e']))) for a in acc.values() if a['_e']]
 
 def _local_slopes(rows, by, along):
     "Slopes of log eps between consecutive values of `along` at fixed `by`, averaged over seeds"
@@ -340,7 +340,7 @@ def fit_exponents(
     tk_max:float=0.1,   # the small-τk regime: τ·k ≤ tk_max
 )->dict:
     "Fitted τ and k exponents of the conservation error in the small-τk regime, how they fall with τk, and ε/(τ²k)"
-    diverged = sorted({r['run'] for r in recs if not (math.isfinite(r['loss']) and math.isfinite(r['eps']))})
+    diverged = sorted({r['run'] for r in recs if not math.isfinite(r['loss']) or math.isinf(r['eps'])})
     recs = [r for r in recs if r['run'] not in diverged]  # a run whose loss or laws overflow is left out of every fit
     rows = [r for r in run_table(recs) if r['optim'] == 'gd' and r['schedule'] == 'const' and r['weight_decay'] == 0]
     if not rows: raise ValueError("recs: no constant-step, full-batch GD runs (that did not diverge) to fit")
