@@ -151,7 +151,11 @@ def _layout(m, num_heads=None):
         if not a._qkv_same_embed_dim: raise ValueError("nn.MultiheadAttention with kdim/vdim != embed_dim is cross-attention: self-attention needs kdim = vdim = embed_dim")
     if k == 'hf':
         bad = [n for n in ('q_proj', 'k_proj', 'v_proj', 'o_proj') if getattr(a, n).bias is not None]
-        if bad: raise ValueError(f"{bad} have biases: the laws are stated for bias-free attention; use bias=False")
+        if bad: raise ValueError(f"{bad} have biases: the laws are stated for bias-free attention; use bias=False "
+                                 "(`adapters.adapt(module).laws` states the laws with biases)")
+        norms = [n for n in ('q_norm', 'k_norm') if isinstance(getattr(a, n, None), nn.Module)]
+        if norms: raise ValueError(f"{type(a).__name__} normalizes each head's queries/keys ({', '.join(norms)}): Q_iᵀQ_i − K_iᵀK_i and the "
+                                   "RoPE pair laws are not conserved there; `conslaw_nb.adapters.adapt(module).laws` states its laws")
     return k, prefix, H, Hkv
 
 def _split_heads(W:Tensor, H:int, name:str, what:str='num_heads')->Tensor:

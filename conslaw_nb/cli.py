@@ -26,7 +26,7 @@ def cmd_verify(args)->int:
         raise ValueError(f"--figure {args.figure}: folder does not exist; create it first")
     rows = V.verify(args.arch, size=args.size, seed=args.seed, device=_device(args.device), progress=sys.stderr.isatty())
     print(V.format_table(rows))
-    if args.json: print(f"wrote {V.write_json(rows, args.json)}")
+    if args.json: print(f"wrote {V.save_json(rows, args.json)}")
     if args.figure:
         import matplotlib; matplotlib.use('Agg')
         import matplotlib.pyplot as plt

@@ -57,7 +57,7 @@ MOE = [
 VERIFY = [
     ('unknown arch', lambda: verify.verify(['transformer']), 'unknown architecture'),
     ('size 0', lambda: verify.verify_arch('swiglu', size=0), 'size'),
-    ('json folder missing', lambda: verify.write_json([], '/nonexistent/dir/v.json'), 'does not exist'),
+    ('json folder missing', lambda: verify.save_json([], '/nonexistent/dir/v.json'), 'does not exist'),
 ]
 
 @pytest.mark.parametrize('name,call,match', ENGINE + FFN + ATTN + MOE + VERIFY, ids=[c[0] for c in ENGINE + FFN + ATTN + MOE + VERIFY])
