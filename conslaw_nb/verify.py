@@ -136,12 +136,13 @@ def verify(
 
 def format_table(rows:list)->str:
     "The verification rows as a fixed-width text table"
-    hdr = f"{'arch':18} {'D':>5} {'stated':>6} {'formula':>7} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
+    w = max([18] + [len(r['arch']) for r in rows])
+    hdr = f"{'arch':{w}} {'D':>5} {'stated':>6} {'formula':>7} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
     lines = [hdr, '-'*len(hdr)]
     for r in rows:
         m = '?' if r['measured'] is None else r['measured']
         so = '?' if r['span_laws'] is None else r['span_laws']
-        lines.append(f"{r['arch']:18} {r['n_params']:>5} {r['stated']:>6} {r['formula']:>7} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
+        lines.append(f"{r['arch']:{w}} {r['n_params']:>5} {r['stated']:>6} {r['formula']:>7} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
                      f"{r['verdict']:>13} {r['gap']:>9.1e} {r['seconds']:>6.2f}")
     return '\n'.join(lines)
 

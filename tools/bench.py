@@ -10,39 +10,12 @@ from conslaw_nb.pde import (count_laws, random_params, rank_decision, laws_rank,
 
 NOTES = []   # what this run had to substitute or skip, copied into bench.json
 
-# ---------------------------------------------------------------- models (library ones when present)
-def _local_swiglu(p, x): return p['A'] @ (torch.nn.functional.silu(p['B'] @ x) * (p['C'] @ x))
-
-def _rope(Z, base=10000.):
-    "Rotate adjacent pairs (z[2j], z[2j+1]) of each row t of Z (.., T, dk) by angle t·base^(-2j/dk)"
-    T, dk = Z.shape[-2], Z.shape[-1]
-    pos = torch.arange(T, dtype=Z.dtype, device=Z.device)
-    ang = pos[:, None]*base**(-torch.arange(0, dk, 2, dtype=Z.dtype, device=Z.device)/dk)[None, :]   # (T, dk/2)
-    c, s = ang.cos(), ang.sin()
-    z1, z2 = Z[..., 0::2], Z[..., 1::2]
-    return torch.stack([z1*c - z2*s, z1*s + z2*c], -1).reshape(Z.shape)
-
-def _local_mha(p, X, rope=False):
-    "Σ_i softmax(X Q_i K_iᵀ Xᵀ) X V_i O_iᵀ with Q, K, V, O of shape (H, d, dk); X (T, d)"
-    q, k = torch.einsum('td,hdk->htk', X, p['Q']), torch.einsum('td,hdk->htk', X, p['K'])
-    if rope: q, k = _rope(q), _rope(k)
-    v = torch.einsum('td,hdk->htk', X, p['V'])
-    return torch.einsum('hts,hsk,hek->te', torch.softmax(q @ k.transpose(-1, -2), -1), v, p['O'])
-
-try:
-    from conslaw_nb.ffn import swiglu
-    SWIGLU_SRC = 'conslaw_nb.ffn.swiglu'
-except ImportError:
-    swiglu, SWIGLU_SRC = _local_swiglu, 'local (tools/bench.py): conslaw_nb.ffn not available'
-try:
-    from conslaw_nb.attention import mha as _lib_mha
-    def mha(p, X): return _lib_mha(p, X)
-    def mha_rope(p, X): return _lib_mha(p, X, rope=True)
-    MHA_SRC = 'conslaw_nb.attention.mha'
-except ImportError:
-    def mha(p, X): return _local_mha(p, X)
-    def mha_rope(p, X): return _local_mha(p, X, rope=True)
-    MHA_SRC = 'local (tools/bench.py): conslaw_nb.attention not available'
+# ---------------------------------------------------------------- models: the library's own (conslaw_nb.blocks through the families)
+from conslaw_nb.ffn import swiglu
+from conslaw_nb.attention import mha as _lib_mha
+def mha(p, X): return _lib_mha(p, X)
+def mha_rope(p, X): return _lib_mha(p, X, rope=True)
+SWIGLU_SRC, MHA_SRC = 'conslaw_nb.ffn.swiglu', 'conslaw_nb.attention.mha'
 
 def gauss(*shape, dtype=torch.float64): return lambda n, g: torch.randn(n, *shape, generator=g, dtype=dtype)
 
