@@ -172,9 +172,8 @@ def _hf_attention(m, T, causal):
 def _ours_attention(m, T, causal):
     causal = m.is_causal if causal is None else causal
     bufs = _bufs(m)
-    att = m if causal == m.is_causal else None
     def f(p, x):
-        if att is not None: return functional_call(m, {**bufs, **p}, (x,))
+        if causal == m.is_causal: return functional_call(m, {**bufs, **p}, (x,))   # the module itself
         from conslaw_nb.blocks import attention
         return attention(x, p['q_proj.weight'], p['k_proj.weight'], p['v_proj.weight'], p['o_proj.weight'], m.num_heads,
                          m.num_key_value_heads, causal, m.rope, m.rope_theta, m.rope_pairs)

@@ -75,7 +75,7 @@ class RMSNorm(nn.Module):
 # %% ../nbs/00a_blocks.ipynb #379334a0
 _BACKENDS = ('math', 'sdpa')
 
-def _heads(W:Tensor, H:int, name:str)->Tensor:
+def _heads(W:Tensor, H:int)->Tensor:
     "(..., T, H·dh) projections -> (..., H, T, dh)"
     return W.unflatten(-1, (H, W.shape[-1]//H)).transpose(-2, -3)
 
@@ -99,7 +99,7 @@ def attention(
     if H % Hkv: raise ValueError(f"`n_kv_heads` = {Hkv} does not divide `n_heads` = {H}: every key/value head serves H/H_kv query heads")
     for n, W, h in (('q_w', q_w, H), ('k_w', k_w, Hkv), ('v_w', v_w, Hkv)):
         if W.shape[0] % h: raise ValueError(f"`{n}` has {W.shape[0]} output rows, not divisible by its {h} heads: pass weights of shape (heads·head_dim, d)")
-    q, k, v = _heads(x @ q_w.T, H, 'q'), _heads(x @ k_w.T, Hkv, 'k'), _heads(x @ v_w.T, Hkv, 'v')   # (..., heads, T, dh)
+    q, k, v = _heads(x @ q_w.T, H), _heads(x @ k_w.T, Hkv), _heads(x @ v_w.T, Hkv)   # (..., heads, T, dh)
     if q.shape[-1] != k.shape[-1]: raise ValueError(f"queries have head_dim {q.shape[-1]} but keys {k.shape[-1]}: q_w and k_w need the same head width")
     if rope: q, k = apply_rope(q, rope_base, rope_pairs), apply_rope(k, rope_base, rope_pairs)
     if backend == 'sdpa': y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=H != Hkv)
