@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from torch.func import functional_call
-from .pde import exact_ops
+from .core import exact_ops
 from .blocks import Attention, SwiGLU, MoE, rope_angles
 from .attention import mha_laws, rope_laws
 from .ffn import swiglu_laws_fn

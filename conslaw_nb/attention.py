@@ -4,41 +4,28 @@
 
 # %% auto #0
 __all__ = ['mha', 'mha_theory', 'rope_theory', 'mha_span_theory', 'SelfAttention', 'attention_params', 'mha_laws', 'rope_laws',
-           'mha_laws_fn', 'rope_laws_fn']
+           'mha_problem', 'mha_laws_fn', 'rope_laws_fn']
 
 # %% ../nbs/02_attention.ipynb #fa9999b1
-import math
 import torch
 from torch import nn, Tensor
 from . import blocks
-from .blocks import sinusoidal_pe, rope_angles, apply_rope, Attention, _check_pairs
+from .core import check_params, check_finite, gaussian_inputs
+from .pde import Problem
+from .blocks import sinusoidal_pe, _check_pairs
 
 # %% ../nbs/02_attention.ipynb #f94466ab
 def _check_qkvo(p:dict, where='params'):
     "Validate a {'Q','K','V','O'} dict of stacked per-head matrices, K and V possibly with fewer (grouped) heads; return (H, d, dk, dv)"
-    if not isinstance(p, dict): raise TypeError(f"`{where}` must be a dict with keys 'Q','K','V','O', got {type(p).__name__}")
-    miss = [k for k in 'QKVO' if k not in p]
-    if miss: raise ValueError(f"`{where}` lacks {miss}: pass {{'Q': (H,d,dk), 'K': (H_kv,d,dk), 'V': (H_kv,d,dv), 'O': (H,d,dv)}}")
-    for k in 'QKVO':
-        if not isinstance(p[k], Tensor) or p[k].dim() != 3:
-            raise ValueError(f"`{where}['{k}']` must be a 3-d tensor (heads, d, ·), got {getattr(p[k], 'shape', type(p[k]).__name__)}")
-    H, d, dk = p['Q'].shape; Hkv, dv = p['K'].shape[0], p['V'].shape[-1]
-    if p['K'].shape[1:] != p['Q'].shape[1:]: raise ValueError(f"shape mismatch: `{where}['K']` is {tuple(p['K'].shape)} but Q is {(H, d, dk)}: queries and keys need the same (d, dk)")
-    if p['V'].shape[:2] != (Hkv, d): raise ValueError(f"shape mismatch: `{where}['V']` is {tuple(p['V'].shape)} but K is {tuple(p['K'].shape)}: values need K's head count H_kv and width d")
-    if p['O'].shape != (H, d, dv): raise ValueError(f"shape mismatch: `{where}['O']` is {tuple(p['O'].shape)} but Q is {(H, d, dk)} and V {tuple(p['V'].shape)}: outputs need (H, d, dv) = {(H, d, dv)}")
-    if Hkv < 1 or H % Hkv: raise ValueError(f"`{where}['K']` has {Hkv} heads, which does not divide the H = {H} query heads: grouped-query attention needs H_kv | H")
-    return H, d, dk, dv
+    s = check_params(p, {'Q': ('H', 'd', 'dk'), 'K': ('H_kv', 'd', 'dk'), 'V': ('H_kv', 'd', 'dv'), 'O': ('H', 'd', 'dv')}, where, finite=False)
+    H, Hkv = s['H'], s['H_kv']
+    if H % Hkv: raise ValueError(f"`{where}['K']` has {Hkv} heads, which does not divide the H = {H} query heads: grouped-query attention needs H_kv | H")
+    return H, s['d'], s['dk'], s['dv']
 
 def _group(G:Tensor, Hkv:int)->Tensor:
     "Sum per-query-head quantities (H, ...) over the H/H_kv heads of each key/value group: (H_kv, ...)"
     return G.unflatten(0, (Hkv, G.shape[0]//Hkv)).sum(1)
 
-def _check_finite(p:dict, where='params'):
-    "Refuse NaN/Inf weights; skipped under `vmap`, where a data-dependent test cannot run"
-    for k,v in p.items():
-        try: bad = not bool(torch.isfinite(v).all())
-        except RuntimeError: return                        # inside torch.func.vmap
-        if bad: raise ValueError(f"`{where}['{k}']` has non-finite entries (NaN/Inf): pass finite weights")
 
 # %% ../nbs/02_attention.ipynb #26620069
 def mha(
@@ -200,7 +187,7 @@ def attention_params(
         k, prefix, H, Hkv = _layout(x, num_heads)
         p = _qkvo(k, prefix, H, Hkv, dict(x.named_parameters()))
     else: p = x
-    _check_qkvo(p); _check_finite(p)
+    _check_qkvo(p); check_finite(p)
     return p
 
 # %% ../nbs/02_attention.ipynb #755581b4
@@ -229,6 +216,19 @@ def rope_laws(
         c = (A**2).sum(1)
         return c.unflatten(-1, (dk//2, 2)).sum(-1) if pairs == 'adjacent' else c[:, :dk//2] + c[:, dk//2:]
     return {'QK': _group(pair(p['Q']), Hkv) - pair(p['K']), 'VO': mha_laws(p)['VO']}
+
+# %% ../nbs/02_attention.ipynb #69aec30f
+def mha_problem(
+    H:int, d:int, dk:int, dv:int=None,  # heads and widths (dv defaults to dk)
+    T:int=3,                             # tokens per input sequence
+    pe=None,                             # None or 'sinusoidal' (absolute positions added to X)
+    rope:bool=False,                     # rotary positions (Thm 4.4) instead
+)->Problem:
+    "Multi-head attention at these sizes: its laws (`mha_laws` or `rope_laws`) and the paper's count (Thm 4.3 or 4.4)"
+    dv = dk if dv is None else dv
+    shapes = {'Q': (H, d, dk), 'K': (H, d, dk), 'V': (H, d, dv), 'O': (H, d, dv)}
+    if rope: return Problem(lambda p, X: mha(p, X, rope=True), shapes, gaussian_inputs(T, d), rope_laws, rope_theory(H, dk, dv))
+    return Problem(lambda p, X: mha(p, X, pe=pe), shapes, gaussian_inputs(T, d), mha_laws, mha_theory(H, dk, dv))
 
 # %% ../nbs/02_attention.ipynb #02bc4916
 def mha_laws_fn(

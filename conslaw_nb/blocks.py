@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
+from .core import check_int, check_choice, check_top_k
 
 # %% ../nbs/00a_blocks.ipynb #bf17fef1
 def sinusoidal_pe(
@@ -32,7 +33,7 @@ def sinusoidal_pe(
 _PAIRS = ('half', 'adjacent')
 
 def _check_pairs(pairs):
-    if pairs not in _PAIRS: raise ValueError(f"`pairs` = {pairs!r}: use 'half' (columns j, j+dk/2: Llama/Qwen `rotate_half`) or 'adjacent' (columns 2j, 2j+1: RoFormer)")
+    check_choice('pairs', pairs, _PAIRS, "'half' pairs columns j, j+dk/2 (Llama/Qwen `rotate_half`), 'adjacent' columns 2j, 2j+1 (RoFormer)")
 
 def rope_angles(
     T:int,               # sequence length
@@ -95,7 +96,7 @@ def attention(
 )->Tensor:                 # (..., T, d)
     "Multi-head (or grouped-query) self-attention from the weights of its four projections"
     H, Hkv = n_heads, n_kv_heads or n_heads
-    if backend not in _BACKENDS: raise ValueError(f"`backend` = {backend!r}: use one of {list(_BACKENDS)}")
+    check_choice('backend', backend, _BACKENDS)
     if H % Hkv: raise ValueError(f"`n_kv_heads` = {Hkv} does not divide `n_heads` = {H}: every key/value head serves H/H_kv query heads")
     for n, W, h in (('q_w', q_w, H), ('k_w', k_w, Hkv), ('v_w', v_w, Hkv)):
         if W.shape[0] % h: raise ValueError(f"`{n}` has {W.shape[0]} output rows, not divisible by its {h} heads: pass weights of shape (heads·head_dim, d)")
@@ -122,10 +123,6 @@ def _init_linear(d_in:int, d_out:int, generator=None, dtype=None, device=None, b
         if bias: lin.bias.zero_()
     return lin
 
-def _check_int(**kw):
-    for n, v in kw.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"`{n}` = {v!r}: must be an integer >= 1")
-
 class Attention(nn.Module):
     "Self-attention with `q_proj`, `k_proj`, `v_proj`, `o_proj` (bias-free), grouped key/value heads, causal mask and RoPE"
     def __init__(self,
@@ -142,18 +139,18 @@ class Attention(nn.Module):
         generator=None, dtype=None, device=None,
     ):
         super().__init__()
-        _check_int(d=d, n_heads=n_heads)
+        check_int('d', d); check_int('n_heads', n_heads)
         n_kv_heads = n_kv_heads or n_heads
-        _check_int(n_kv_heads=n_kv_heads)
+        check_int('n_kv_heads', n_kv_heads)
         if n_heads % n_kv_heads: raise ValueError(f"`n_kv_heads` = {n_kv_heads} does not divide `n_heads` = {n_heads}: pick a divisor (1 for multi-query)")
         if head_dim is None:
             if d % n_heads: raise ValueError(f"`d` = {d} is not divisible by `n_heads` = {n_heads}: pick n_heads dividing d, or pass head_dim")
             head_dim = d // n_heads
         v_head_dim = v_head_dim or head_dim
-        _check_int(head_dim=head_dim, v_head_dim=v_head_dim)
+        check_int('head_dim', head_dim); check_int('v_head_dim', v_head_dim)
         if rope and head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {head_dim}: RoPE rotates pairs of columns")
         _check_pairs(rope_pairs)
-        if backend not in _BACKENDS: raise ValueError(f"`backend` = {backend!r}: use one of {list(_BACKENDS)}")
+        check_choice('backend', backend, _BACKENDS)
         self.num_heads, self.num_key_value_heads, self.head_dim, self.v_head_dim = n_heads, n_kv_heads, head_dim, v_head_dim
         self.num_key_value_groups = n_heads // n_kv_heads
         self.is_causal, self.rope, self.rope_theta, self.rope_pairs, self.backend = causal, rope, rope_theta, rope_pairs, backend
@@ -183,7 +180,7 @@ class SwiGLU(nn.Module):
     "SwiGLU MLP with bias-free `gate_proj` (B), `up_proj` (C) and `down_proj` (A), as Llama's and Qwen's MLP"
     def __init__(self, d:int, d_ff:int, generator=None, dtype=None, device=None):
         super().__init__()
-        _check_int(**{'d': d, 'd_ff (d1)': d_ff})
+        check_int('d', d); check_int('d_ff (d1)', d_ff)
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.gate_proj, self.up_proj, self.down_proj = _init_linear(d, d_ff, **kw), _init_linear(d, d_ff, **kw), _init_linear(d_ff, d, **kw)
     def forward(self, x): return swiglu_mlp(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
@@ -198,10 +195,9 @@ def moe_gates(
     norm_topk:bool=True,   # renormalize over the kept experts (False: softmax over all E, restricted to the top k)
 )->Tensor:                 # (..., E), zero outside the top k
     "Gate weights g(x) from the router logits"
-    if gate not in _GATES: raise ValueError(f"`gate` must be one of {list(_GATES)}, got {gate!r}")
+    check_choice('gate', gate, _GATES)
     E = z.shape[-1]
-    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= E):
-        raise ValueError(f"`k` = {k!r} is out of range: pick 1 <= k <= n_experts = {E}, or k=None for dense gating")
+    check_top_k(k, E)
     if k == 1 and E > 1 and norm_topk: return torch.zeros_like(z).scatter(-1, z.argmax(-1, keepdim=True), 1.)   # g ≡ 1 on the top expert
     s = torch.exp(z - z.max(-1, keepdim=True).values.detach()) if gate == 'softmax' else torch.sigmoid(z)   # a common shift: same ratios
     total = s.sum(-1, keepdim=True)
@@ -228,7 +224,7 @@ class Experts(nn.Module):
     "E SwiGLU experts stored as transformers 5 stores them: `gate_up_proj` (E, 2·d1, d) and `down_proj` (E, d, d1)"
     def __init__(self, d:int, d_ff:int, n_experts:int, generator=None, dtype=None, device=None):
         super().__init__()
-        _check_int(**{'d': d, 'd_ff (d1)': d_ff, 'n_experts (E)': n_experts})
+        check_int('d', d); check_int('d_ff (d1)', d_ff); check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
         def w(*s, fan): return nn.Parameter((torch.randn(*s, generator=generator, dtype=torch.float64)/math.sqrt(fan)).to(dtype=dtype or torch.get_default_dtype(), device=device))
         self.gate_up_proj, self.down_proj = w(n_experts, 2*d_ff, d, fan=d), w(n_experts, d, d_ff, fan=d_ff)
     def extra_repr(self): return f"n_experts={self.down_proj.shape[0]}, d={self.down_proj.shape[1]}, d_ff={self.down_proj.shape[2]}"
@@ -244,10 +240,9 @@ class MoE(nn.Module):
         generator=None, dtype=None, device=None,
     ):
         super().__init__()
-        _check_int(**{'d': d, 'd_ff (d1)': d_ff, 'n_experts (E)': n_experts})
-        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= n_experts):
-            raise ValueError(f"`top_k` (k) = {top_k!r} is out of range: pick 1 <= top_k <= n_experts = {n_experts}, or None for dense gating")
-        if gate not in _GATES: raise ValueError(f"`gate` must be one of {list(_GATES)}, got {gate!r}")
+        check_int('d', d); check_int('d_ff (d1)', d_ff)
+        check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
+        check_top_k(top_k, n_experts, 'top_k'); check_choice('gate', gate, _GATES)
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.top_k, self.gate_fn, self.norm_topk = top_k, gate, norm_topk
         self.gate = _init_linear(d, n_experts, **kw)

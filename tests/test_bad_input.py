@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
-from conslaw_nb.pde import count_laws, check_laws, laws_rank, completeness, random_params
+from conslaw_nb.core import random_params
+from conslaw_nb.pde import count_laws, check_laws, laws_rank, completeness
 from conslaw_nb import ffn, attention, moe, verify, blocks
 
 f64 = dict(dtype=torch.float64)
@@ -31,7 +32,7 @@ FFN = [
     ('ffn A/B mismatch', lambda: ffn.ffn({'A': torch.ones(3, 4, **f64), 'B': torch.ones(5, 3, **f64)}, torch.ones(3, **f64)), 'A'),
     ('ffn unknown act', lambda: ffn.ffn({'A': torch.ones(3, 4, **f64), 'B': torch.ones(4, 3, **f64)}, torch.ones(3, **f64), act='tanh'), 'act'),
     ('swiglu wrong x', lambda: ffn.swiglu(random_params({'A': (3, 4), 'B': (4, 3), 'C': (4, 3)}), torch.ones(5, **f64)), 'x'),
-    ('swiglu d1 = 0', lambda: ffn.SwiGLU(3, 0), 'd1'),
+    ('swiglu d1 = 0', lambda: blocks.SwiGLU(3, 0), 'd1'),
     ('swiglu nan', lambda: ffn.swiglu_laws({'A': torch.full((3, 4), nan), 'C': torch.ones(4, 3)}), 'finite'),
     ('swiglu_laws on a Linear', lambda: ffn.swiglu_laws(nn.Linear(3, 3)), 'gate_proj'),
 ]
@@ -57,7 +58,7 @@ MOE = [
 VERIFY = [
     ('unknown arch', lambda: verify.verify(['transformer']), 'unknown architecture'),
     ('size 0', lambda: verify.verify_arch('swiglu', size=0), 'size'),
-    ('json folder missing', lambda: verify.save_json([], '/nonexistent/dir/v.json'), 'does not exist'),
+    ('json folder missing', lambda: verify.save_rows([], '/nonexistent/dir/v.json'), 'does not exist'),
 ]
 
 @pytest.mark.parametrize('name,call,match', ENGINE + FFN + ATTN + MOE + VERIFY, ids=[c[0] for c in ENGINE + FFN + ATTN + MOE + VERIFY])

@@ -4,7 +4,8 @@ stated laws pass `check_laws`. Families from the engine page (linear, ReLU, prod
 import math
 import torch
 from hypothesis import given, settings, strategies as st
-from conslaw_nb.pde import count_laws, check_laws, laws_rank, random_params
+from conslaw_nb.core import random_params
+from conslaw_nb.pde import count_laws, check_laws, laws_rank
 from conftest import tally
 
 def gauss(n_in): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=torch.float64)
@@ -45,26 +46,28 @@ def test_product(n_par, seed):
     assert (c.status, c.n_laws) == ('ok', n_par - 1), c
     tally('product')
 
-# ---- the paper's families, each against the formula the library states -------------------------------------------
+# ---- the paper's families, each posed as its page poses it (the registry's builders) at random sizes -----------------
 from conslaw_nb import ffn, attention, moe
 
-def _count(f, shapes, inputs, seed):
-    p = random_params(shapes, torch.Generator().manual_seed(seed))
-    return p, count_laws(f, p, inputs, seed=seed)
+def _count(pb, seed):
+    p = pb.point(seed)
+    return p, count_laws(pb.f, p, pb.sample_inputs, seed=seed)
 
 @settings(max_examples=30)
 @given(d=st.integers(2, 4), d1=st.integers(1, 5), act=st.sampled_from(['gelu', 'silu']), seed=st.integers(0, 10**6))
 def test_ffn(d, d1, act, seed):
-    _, c = _count(lambda p, x: ffn.ffn(p, x, act=act), {'A': (d, d1), 'B': (d1, d)}, gauss(d), seed)
-    assert (c.status, c.n_laws) == ('ok', ffn.ffn_theory(d, d1, act)), c
+    pb = ffn.ffn_problem(d, d1, act)
+    _, c = _count(pb, seed)
+    assert (c.status, c.n_laws) == ('ok', pb.stated) and pb.stated == ffn.ffn_theory(d, d1, act), c
     tally('ffn')
 
 @settings(max_examples=30)
 @given(d=st.integers(2, 4), d1=st.integers(1, 5), seed=st.integers(0, 10**6))
 def test_swiglu(d, d1, seed):
-    p, c = _count(ffn.swiglu, {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}, gauss(d), seed)
+    pb = ffn.swiglu_problem(d, d1)
+    p, c = _count(pb, seed)
     assert (c.status, c.n_laws) == ('ok', ffn.swiglu_theory(d, d1)), c
-    assert check_laws(ffn.swiglu_laws, ffn.swiglu, p, gauss(d), seed=seed).max_rel < 1e-10
+    assert check_laws(pb.laws, pb.f, p, pb.sample_inputs, seed=seed).max_rel < 1e-10
     tally('swiglu')
 
 @settings(max_examples=36)
@@ -72,15 +75,11 @@ def test_swiglu(d, d1, seed):
        kind=st.sampled_from(['plain', 'pe', 'rope']), seed=st.integers(0, 10**6))
 def test_attention(H, d, dk, dv, T, kind, seed):
     if kind == 'rope': dk = 2
-    shapes = {'Q': (H, d, dk), 'K': (H, d, dk), 'V': (H, d, dv), 'O': (H, d, dv)}
-    f = {'plain': attention.mha, 'pe': lambda p, X: attention.mha(p, X, pe='sinusoidal'),
-         'rope': lambda p, X: attention.mha(p, X, rope=True)}[kind]
-    inputs = lambda n, g: torch.randn(n, T, d, generator=g, dtype=torch.float64)
-    p, c = _count(f, shapes, inputs, seed)
+    pb = attention.mha_problem(H, d, dk, dv, T, pe='sinusoidal' if kind == 'pe' else None, rope=kind == 'rope')
+    p, c = _count(pb, seed)
     theory = attention.rope_theory(H, dk, dv) if kind == 'rope' else attention.mha_theory(H, dk, dv)
     assert (c.status, c.n_laws) == ('ok', theory), (kind, c)
-    h = attention.rope_laws if kind == 'rope' else attention.mha_laws
-    assert check_laws(h, f, p, inputs, seed=seed, n_samples=16).max_rel < 1e-10
+    assert check_laws(pb.laws, pb.f, p, pb.sample_inputs, seed=seed, n_samples=16).max_rel < 1e-10
     tally(f'attention-{kind}')
 
 @settings(max_examples=36)
@@ -90,8 +89,7 @@ def test_moe(d, d1, E, k, gate, seed):
     "Dense (k = 0 here means dense) and top-k; d = 2 routers are checked with the exact selection sets"
     k = None if k == 0 or k > E else k
     if k is not None and d != 2: d = 2
-    shapes = {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}
-    p, c = _count(lambda q, x: moe.moe(q, x, k=k, gate=gate), shapes, gauss(d), seed)
+    p, c = _count(moe.moe_problem(d, d1, E, k, gate), seed)
     formula = moe.moe_measured_theory(d, d1, E, k=k, gate=gate, W=p['W'] if d == 2 else None)
     assert (c.status, c.n_laws) == ('ok', formula), (k, gate, c)
     tally(f'moe-{gate}')

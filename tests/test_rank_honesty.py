@@ -3,7 +3,9 @@ count with status 'ok'. Also: the gap is always reported, the decision is scale 
 import math
 import pytest
 import torch
-from conslaw_nb.pde import count_laws, rank_decision, random_params, laws_rank, AmbiguousRankError
+from conslaw_nb.core import random_params
+from conslaw_nb.rank import rank_decision, AmbiguousRankError
+from conslaw_nb.pde import count_laws, laws_rank
 from conftest import tally
 
 def gauss(n_in, dtype=torch.float64): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=dtype)
