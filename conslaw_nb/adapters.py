@@ -94,6 +94,7 @@ def _augment(M:Tensor, b)->Tensor:
     row = b.view(h, 1, dh) if b is not None else M.new_zeros(h, 1, dh)
     return torch.cat([M, row], 1)
 
+# %% ../nbs/03a_adapters.ipynb #2fbf44cc
 def _attention_laws(V:Callable, H:int, Hkv:int, rope:bool, qknorm, k_bias:bool):
     "laws(P), rows(P) and controls(P) of attention, from `V(P)` -> the projections (q, bq, k, bk, v, bv, o[, wq, wk])"
     def qkvo(P):
@@ -150,7 +151,8 @@ def _hf_attention(m, T, causal):
     if 'position_embeddings' not in inspect.signature(m.forward).parameters:
         raise ValueError(f"{type(m).__name__} takes no `position_embeddings`: only RoPE attention in the Llama layout "
                          "(Llama, Mistral, Qwen2, Qwen3) is supported")
-    if m.training and getattr(m, 'attention_dropout', 0): raise ValueError(f"{type(m).__name__} is in training mode with attention dropout {m.attention_dropout}: call .eval()")
+    if m.training and getattr(m, 'attention_dropout', 0): raise ValueError(
+        f"{type(m).__name__} is in training mode with attention dropout {m.attention_dropout}: call .eval()")
     causal = getattr(m, 'is_causal', True) if causal is None else causal
     cos, sin, theta, kind = _rope_tables(m, cfg, T, dk)
     mask, bufs = _causal_mask(T, causal), _bufs(m)
@@ -169,6 +171,7 @@ def _hf_attention(m, T, causal):
                 biases=[f'{r}_proj' for r in 'qkvo' if b(f'{r}_proj')], qk_norm_eps=qknorm)
     return f, view, H, Hkv, dk, dv, True, qknorm, b('k_proj'), meta
 
+# %% ../nbs/03a_adapters.ipynb #51d9268f
 def _ours_attention(m, T, causal):
     causal = m.is_causal if causal is None else causal
     bufs = _bufs(m)
@@ -184,8 +187,10 @@ def _ours_attention(m, T, causal):
     return f, view, m.num_heads, m.num_key_value_heads, m.head_dim, m.v_head_dim, m.rope, None, False, meta
 
 def _torch_attention(m, T, causal):
-    if not m._qkv_same_embed_dim: raise ValueError("nn.MultiheadAttention with kdim/vdim != embed_dim is cross-attention: self-attention needs kdim = vdim = embed_dim")
-    if m.bias_k is not None or m.add_zero_attn: raise ValueError("nn.MultiheadAttention with add_bias_kv or add_zero_attn: not supported; build it without them")
+    if not m._qkv_same_embed_dim: raise ValueError(
+        "nn.MultiheadAttention with kdim/vdim != embed_dim is cross-attention: self-attention needs kdim = vdim = embed_dim")
+    if m.bias_k is not None or m.add_zero_attn: raise ValueError(
+        "nn.MultiheadAttention with add_bias_kv or add_zero_attn: not supported; build it without them")
     if m.training and m.dropout: raise ValueError(f"nn.MultiheadAttention is in training mode with dropout {m.dropout}: call .eval()")
     E, H = m.embed_dim, m.num_heads
     causal = bool(causal)
@@ -204,6 +209,7 @@ def _torch_attention(m, T, causal):
 def _is_hf_attention(m):
     return all(isinstance(getattr(m, n, None), nn.Linear) for n in ('q_proj', 'k_proj', 'v_proj', 'o_proj')) and hasattr(m, 'config') and hasattr(m, 'head_dim')
 
+# %% ../nbs/03a_adapters.ipynb #b680a7fc
 def _attention(m, T, causal):
     read = _ours_attention if isinstance(m, Attention) else _torch_attention if isinstance(m, nn.MultiheadAttention) else _hf_attention
     f, view, H, Hkv, dk, dv, rope, qknorm, k_bias, meta = read(m, T, causal)
@@ -254,6 +260,7 @@ def _is_moe(m):
     return (isinstance(getattr(g, 'weight', None), Tensor) and g.weight.dim() == 2 and isinstance(getattr(e, 'gate_up_proj', None), Tensor)
             and isinstance(getattr(e, 'down_proj', None), Tensor))
 
+# %% ../nbs/03a_adapters.ipynb #82d01dfa
 @contextlib.contextmanager
 def _experts_impl(m):
     "transformers' default expert loop calls `.item()` (no vmap): run its own batched implementation while we evaluate"
@@ -327,6 +334,7 @@ def adapt(
     if check: _probe_dtype(a)
     return a
 
+# %% ../nbs/03a_adapters.ipynb #f24a0aa1
 def law_blocks(
     model:nn.Module,     # any model: ours, plain torch or transformers (DDP-wrapped ones are unwrapped)
 )->list:                 # [(module path, Adapted)] of every law-bearing block, outermost first
@@ -355,6 +363,7 @@ def init_generic(
             p.copy_(z.to(p))
     return module
 
+# %% ../nbs/03a_adapters.ipynb #612f3393
 def module_zoo(
     size:int=1,          # widths grow with it (1 and 2 are the two sizes the tests use)
     seed:int=0,

@@ -106,6 +106,7 @@ def _attr(a, *names):
             if isinstance(v, int) and not isinstance(v, bool): return v
     return None
 
+# %% ../nbs/02_attention.ipynb #4889ed00
 def _layout(m, num_heads=None):
     "(kind, prefix, H, H_kv) of the attention block inside `m`: kind 'torch' (nn.MultiheadAttention) or 'hf' (q/k/v/o_proj); H_kv None: read from the shapes"
     def kind(x):
@@ -133,9 +134,11 @@ def _layout(m, num_heads=None):
     if k == 'torch':
         bad = [n for n in ('in_proj_bias', 'bias_k', 'bias_v') if getattr(a, n, None) is not None]
         if a.out_proj.bias is not None: bad.append('out_proj.bias')
-        if bad: raise ValueError(f"nn.MultiheadAttention with biases {bad}: the laws are stated for bias-free attention; construct it with bias=False, add_bias_kv=False")
+        if bad: raise ValueError(
+            f"nn.MultiheadAttention with biases {bad}: the laws are stated for bias-free attention; construct it with bias=False, add_bias_kv=False")
         if a.add_zero_attn: raise ValueError("nn.MultiheadAttention with add_zero_attn=True is not the attention of the laws: use add_zero_attn=False")
-        if not a._qkv_same_embed_dim: raise ValueError("nn.MultiheadAttention with kdim/vdim != embed_dim is cross-attention: self-attention needs kdim = vdim = embed_dim")
+        if not a._qkv_same_embed_dim: raise ValueError(
+            "nn.MultiheadAttention with kdim/vdim != embed_dim is cross-attention: self-attention needs kdim = vdim = embed_dim")
     if k == 'hf':
         bad = [n for n in ('q_proj', 'k_proj', 'v_proj', 'o_proj') if getattr(a, n).bias is not None]
         if bad: raise ValueError(f"{bad} have biases: the laws are stated for bias-free attention; use bias=False "
@@ -145,6 +148,7 @@ def _layout(m, num_heads=None):
                                    "RoPE pair laws are not conserved there; `conslaw_nb.adapters.adapt(module).laws` states its laws")
     return k, prefix, H, Hkv
 
+# %% ../nbs/02_attention.ipynb #14bc374d
 def _split_heads(W:Tensor, H:int, name:str, what:str='num_heads')->Tensor:
     "Rows of a (H·dh, d) projection weight `W` grouped by head and transposed: (H, d, dh)"
     if W.shape[0] % H: raise ValueError(f"`{name}` has {W.shape[0]} output features, not divisible by {what} = {H}: pass a num_heads that divides it")
@@ -171,9 +175,11 @@ def _qkvo(kind, prefix, H, Hkv, p:dict)->dict:
         Hkv = Wk.shape[0] // dk
     if H % Hkv: raise ValueError(f"{Hkv} key/value heads do not divide the {H} query heads: grouped-query attention needs H_kv | H")
     K, V = _split_heads(Wk, Hkv, 'k_proj.weight', 'num_key_value_heads'), _split_heads(Wv, Hkv, 'v_proj.weight', 'num_key_value_heads')
-    if K.shape[-1] != dk: raise ValueError(f"shape mismatch: k_proj {tuple(Wk.shape)} gives {Hkv} key heads of width {K.shape[-1]} but the queries have dk = {dk}")
+    if K.shape[-1] != dk: raise ValueError(
+        f"shape mismatch: k_proj {tuple(Wk.shape)} gives {Hkv} key heads of width {K.shape[-1]} but the queries have dk = {dk}")
     dv = V.shape[-1]
-    if Wo.shape[1] != H*dv: raise ValueError(f"shape mismatch: o_proj takes {Wo.shape[1]} features but the {H} heads give H·dv = {H*dv} (v_proj {tuple(Wv.shape)})")
+    if Wo.shape[1] != H*dv: raise ValueError(
+        f"shape mismatch: o_proj takes {Wo.shape[1]} features but the {H} heads give H·dv = {H*dv} (v_proj {tuple(Wv.shape)})")
     return dict(Q=Q, K=K, V=V, O=Wo.unflatten(1, (H, dv)).permute(1, 0, 2))
 
 # %% ../nbs/02_attention.ipynb #3e73b14e

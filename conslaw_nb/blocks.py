@@ -123,6 +123,7 @@ def _init_linear(d_in:int, d_out:int, generator=None, dtype=None, device=None, b
         if bias: lin.bias.zero_()
     return lin
 
+# %% ../nbs/00a_blocks.ipynb #5f51218f
 class Attention(nn.Module):
     "Self-attention with `q_proj`, `k_proj`, `v_proj`, `o_proj` (bias-free), grouped key/value heads, causal mask and RoPE"
     def __init__(self,
@@ -225,7 +226,9 @@ class Experts(nn.Module):
     def __init__(self, d:int, d_ff:int, n_experts:int, generator=None, dtype=None, device=None):
         super().__init__()
         check_int('d', d); check_int('d_ff (d1)', d_ff); check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
-        def w(*s, fan): return nn.Parameter((torch.randn(*s, generator=generator, dtype=torch.float64)/math.sqrt(fan)).to(dtype=dtype or torch.get_default_dtype(), device=device))
+        def w(*s, fan):
+            t = torch.randn(*s, generator=generator, dtype=torch.float64)/math.sqrt(fan)
+            return nn.Parameter(t.to(dtype=dtype or torch.get_default_dtype(), device=device))
         self.gate_up_proj, self.down_proj = w(n_experts, 2*d_ff, d, fan=d), w(n_experts, d, d_ff, fan=d_ff)
     def extra_repr(self): return f"n_experts={self.down_proj.shape[0]}, d={self.down_proj.shape[1]}, d_ff={self.down_proj.shape[2]}"
 

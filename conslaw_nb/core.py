@@ -97,6 +97,7 @@ def batch_norm_ref(input, running_mean, running_var, weight=None, bias=None, tra
     if weight is not None: y = y*weight.reshape(shape)
     return y if bias is None else y + bias.reshape(shape)
 
+# %% ../nbs/00_core.ipynb #403eeaeb
 def sdpa_ref(query, key, value, attn_mask=None, dropout_p=0., is_causal=False, scale=None, enable_gqa=False):
     "`F.scaled_dot_product_attention` written out: softmax(q kᵀ·scale + mask) v (no dropout)"
     if dropout_p: raise ValueError(f"`dropout_p` = {dropout_p}: the laws are those of the deterministic map; evaluate with dropout_p=0 (module.eval())")
@@ -124,7 +125,8 @@ class ExactOps(TorchFunctionMode):
         if func in _REFS: return _REFS[func](*args, **kwargs)
         if func in _NARROW:
             x = args[0]
-            return x if x.dtype.is_floating_point and x.dtype.itemsize >= self.dtype.itemsize else func(*args, **kwargs) if self._fix(_NARROW[func]) == _NARROW[func] else x.to(self.dtype)
+            if x.dtype.is_floating_point and x.dtype.itemsize >= self.dtype.itemsize: return x         # already wide enough
+            return func(*args, **kwargs) if self._fix(_NARROW[func]) == _NARROW[func] else x.to(self.dtype)
         if func is Tensor.to:
             x, a = args[0], list(args[1:])
             if a and isinstance(a[0], Tensor): a = [a[0].device, a[0].dtype] + a[1:]
@@ -134,11 +136,11 @@ class ExactOps(TorchFunctionMode):
         if 'dtype' in kwargs: kwargs = {**kwargs, 'dtype': self._fix(kwargs['dtype'])}
         return func(*args, **kwargs)
 
+# %% ../nbs/00_core.ipynb #8239657d
 @contextlib.contextmanager
 def exact_ops(dtype=torch.float64):
     "Context in which models run with `ExactOps` and on the math attention backend (the only one with forward-mode AD)"
     with ExactOps(dtype), sdpa_kernel([SDPBackend.MATH]): yield
-
 
 # %% ../nbs/00_core.ipynb #50f48f3a
 def as_functional(
@@ -228,6 +230,7 @@ def model_errors():
                              "`conslaw_nb.adapters.adapt(module)`; otherwise write the routing with gather/scatter") from e
         raise
 
+# %% ../nbs/00_core.ipynb #098d3db7
 def output_dim(fn, params, x)->int:
     "K, the number of outputs of the model on one input `x`, after checking it runs and is finite"
     try: y = fn(params, x)
@@ -298,6 +301,7 @@ def check_params(
     if finite: check_finite({k: params[k] for k in spec}, where)
     return sizes
 
+# %% ../nbs/00_core.ipynb #3ed734b4
 def check_input(x, d:int, like:Tensor=None, name:str='x'):
     "`x` of shape (d,) or (..., d), on the device and in the dtype of `like` (outside autocast)"
     if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != d:

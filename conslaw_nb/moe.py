@@ -74,7 +74,8 @@ def _names(module):
     sh = getattr(module, 'shared_expert', None)
     if sh is not None:
         if not _is_hf_mlp(sh): raise ValueError(f"`shared_expert` ({type(sh).__name__}) needs nn.Linear children gate_proj, up_proj, down_proj")
-        if sh.up_proj.bias is not None or sh.down_proj.bias is not None: raise ValueError("`shared_expert` has biases: only a bias-free shared expert is supported")
+        if sh.up_proj.bias is not None or sh.down_proj.bias is not None: raise ValueError(
+            "`shared_expert` has biases: only a bias-free shared expert is supported")
         nm['shared'] = {'A': 'shared_expert.down_proj.weight', 'C': 'shared_expert.up_proj.weight'}
     return nm
 
@@ -85,6 +86,7 @@ def _stack(P, nm):
     if GU.shape[-2] != 2*d1: raise ValueError(f"`{nm['GU']}` has {GU.shape[-2]} rows per expert but `{nm['A']}` takes d1 = {d1}: need 2·d1 = {2*d1}")
     return {'W': P[nm['W']], 'A': A, 'B': GU[:, :d1], 'C': GU[:, d1:]}
 
+# %% ../nbs/03_moe.ipynb #8cc798a9
 def moe_params(
     p,  # a params dict, a `blocks.MoE`, or a transformers-5 block (router `gate`, fused `experts`)
 )->dict: # {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}; views of the module's parameters, gradients flow
@@ -122,7 +124,8 @@ def moe_laws_fn(
     nm = {r: prefix+v for r, v in nm.items() if r != 'shared'}
     def h(params):
         for n in list(nm.values()) + list((sh or {}).values()):
-            if n not in params: raise ValueError(f"`params` has no {n!r}: pass a dict keyed like the module's named_parameters()" + (" (check `prefix`)" if prefix else ''))
+            if n not in params: raise ValueError(
+                f"`params` has no {n!r}: pass a dict keyed like the module's named_parameters()" + (" (check `prefix`)" if prefix else ''))
         return _laws(_stack(params, nm), {r: params[n] for r, n in sh.items()} if sh else None)
     return h
 
@@ -175,7 +178,8 @@ def moe_measured_theory(
     "The count this notebook measures: dead experts keep all their weights, live ones d1 laws, router d per group"
     _check_config(d, d1, E, k, gate)
     if W is not None:
-        if not isinstance(W, Tensor) or tuple(W.shape) != (E, d): raise ValueError(f"`W` must have shape (E, d) = {(E, d)}, got {getattr(W, 'shape', type(W).__name__)}")
+        if not isinstance(W, Tensor) or tuple(W.shape) != (E, d): raise ValueError(
+            f"`W` must have shape (E, d) = {(E, d)}, got {getattr(W, 'shape', type(W).__name__)}")
         sets = topk_selections(W, k)
     elif k is None or k == E: sets = [tuple(range(E))]
     elif d == 1: sets = [tuple(range(k)), tuple(range(E-k, E))]       # x > 0: the k largest w_i; x < 0: the k smallest
@@ -203,4 +207,4 @@ def moe_verify(d:int, d1:int, E:int, k:int=None, gate:str='softmax', seed:int=0,
     formula = moe_measured_theory(d, d1, E, k, gate, W=p['W'] if d <= 2 else None)
     return dict(d=d, d1=d1, E=E, k=k, gate=gate, seed=seed, D=c.n_params, stated=pb.stated, measured=c.n_laws,
                 formula=formula, status=c.status, dims_by_depth=c.dims_by_depth, gate_sum_rel=chk['gate_sum'], experts_rel=chk['experts'],
-                agrees=c.status == 'ok' and c.n_laws == stated, seconds=round(c.seconds, 2))
+                agrees=c.status == 'ok' and c.n_laws == pb.stated, seconds=round(c.seconds, 2))

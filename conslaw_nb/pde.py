@@ -132,7 +132,65 @@ def bracket_fd_error(
     floor = fd_step(theta.dtype) * float(Xt.norm()*Zt.norm()/theta.norm().clamp_min(torch.finfo(theta.dtype).tiny))
     return float((row*scale - fd).norm()/max(float(scale), floor))
 
-# %% ../nbs/00_pde.ipynb #d41fb830
+# %% ../nbs/00_pde.ipynb #1658dcd3
+class _Ambiguous(Exception):
+    "A rank decision of `count_laws` that cannot be trusted, with the reason"
+
+def _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples):
+    "Phase 1 of `count_laws`: rows ∇f_k(θ; x) until the span W(θ) is saturated; returns (dim W, inputs, inputs used)"
+    D, dev = flat.D, theta.device
+    rows = lambda X: normalize_rows(jacobian_rows(fn, flat, theta, X, chunk_size))
+    gap = 'span W(θ): singular-value gap too small'
+    if isinstance(sample_inputs, Tensor):                 # fixed inputs: the last quarter must add nothing
+        X = draw_inputs(sample_inputs, None, g, dev, dtype)
+        n_head = max(1, (3*len(X))//4)
+        r_head = span.add(rows(X[:n_head]))
+        if r_head is None: raise _Ambiguous(gap, len(X))
+        r = span.add(rows(X[n_head:])) if n_head < len(X) else r_head
+        if r is None: raise _Ambiguous(gap, len(X))
+        if r != r_head and r < D:
+            raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter of them): "
+                             "pass more inputs, or a callable sample_inputs(n, generator)")
+        return r, X, len(X)
+    n0 = n_samples or (math.ceil(D/K)+4)
+    pat = patience if patience is not None else max(n0, 32)
+    cap = max_samples or max(8*D, 4*n0, 4*pat)
+    if n0 > cap: raise _Ambiguous(f'n_samples={n0} exceeds max_samples={cap}', 0)
+    r, n_used, quiet, n_batch = 0, 0, 0, n0
+    while True:
+        X = draw_inputs(sample_inputs, n_batch, g, dev, dtype); n_used += n_batch
+        r2 = span.add(rows(X))
+        if r2 is None: raise _Ambiguous(gap, n_used)
+        quiet = quiet + n_batch if (r2 == r and n_used > n_batch) else 0
+        r = r2
+        if r == D or quiet >= pat: return r, None, n_used
+        n_batch = min(pat - quiet, cap - n_used)        # the whole saturation check as one batch
+        if n_batch <= 0: raise _Ambiguous(f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})', n_used)
+
+# %% ../nbs/00_pde.ipynb #4a7a0a27
+def _add_depth(span, r, depth, fn, flat, theta, sample_inputs, X, x0, g, dtype, K, chunk_size, bracket_patience, check_derivatives):
+    "Phase 2 of `count_laws`, one depth: random brackets of this depth until `bracket_patience` in a row add nothing"
+    D, dev, fixed = flat.D, theta.device, X is not None
+    r_start, quiet, M = r, 0, min(D - r + 2, max(32, bracket_patience))   # one batch usually settles a depth
+    while True:
+        if fixed: Xs = X[torch.randint(len(X), (M, depth), generator=g).to(dev)]
+        else: Xs = draw_inputs(sample_inputs, M*depth, g, dev, dtype).reshape(M, depth, *x0.shape)
+        Ws = torch.randn(M, depth, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dtype)
+        rows, scales = bracket_rows(fn, flat, theta, Xs, Ws, chunk_size, return_scale=True)
+        if check_derivatives and quiet == 0 and r == r_start:      # first batch of this depth: trust, but verify
+            err = bracket_fd_error(fn, flat, theta, Xs[0], Ws[0], rows[0], scales[0])
+            if err > fd_tol(dtype):
+                raise _Ambiguous(f'bracket depth {depth}: automatic derivatives disagree with finite differences '
+                                 f'(relative error {err:.1e}): an operation in the model has wrong higher derivatives in this '
+                                 'torch version (e.g. F.layer_norm with exact=False); write it out by hand')
+        r2 = span.add(rows)
+        if r2 is None: raise _Ambiguous(f'bracket depth {depth}: singular-value gap too small')
+        new, r = r2 - r, r2
+        quiet = M - new if new else quiet + M   # draws are exchangeable: the last M − new of the batch added nothing
+        if r == D or quiet >= bracket_patience: return r
+        M = min(2*M, D - r + 2) if new == M else bracket_patience - quiet   # all new: draw more; else top up
+
+# %% ../nbs/00_pde.ipynb #8476492e
 def count_laws(
     f,                          # model: `f(params, x)` on one input, or an `nn.Module`
     params=None,                # dict name -> tensor (or shape, for a random point); None: a module's own parameters
@@ -156,74 +214,27 @@ def count_laws(
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     if bracket_patience < 1: raise ValueError(f"`bracket_patience` must be at least 1, got {bracket_patience}")
     fn, params = as_functional(f, params, dtype, device, exact)
-    flat = Flat(params); theta = flat.flatten(params); D = flat.D; dev = theta.device
+    flat = Flat(params); theta = flat.flatten(params); D = flat.D
     g = torch.Generator().manual_seed(seed)
-    fixed = isinstance(sample_inputs, Tensor)
-    if fixed and len(sample_inputs) == 0: raise ValueError("`sample_inputs` is an empty tensor: pass at least one input")
-    x0 = draw_inputs(sample_inputs, 1, g, dev, dtype)[0]
+    if isinstance(sample_inputs, Tensor) and len(sample_inputs) == 0: raise ValueError("`sample_inputs` is an empty tensor: pass at least one input")
+    x0 = draw_inputs(sample_inputs, 1, g, theta.device, dtype)[0]
     K = output_dim(fn, params, x0)
-    span = Span(D, theta, dtype, min_gap)
-    decisions = span.decisions
-    def out(dims, status='ok', reason=''):
+    span, dims, n_used = Span(D, theta, dtype, min_gap), [], 0
+    def out(status='ok', reason=''):
         dl = dims[-1] if status == 'ok' else None
         return LawCount(D, K, n_used, dims[0] if dims else None, dl, dims, D-dl if dl is not None else None,
-                        min((d.gap for d in decisions), default=math.inf), status, reason, time.perf_counter()-t0, decisions)
-    # 1. the span W(θ): grown until `patience` fresh inputs in a row add nothing
-    r = 0
-    if fixed:
-        X = draw_inputs(sample_inputs, None, g, dev, dtype); n_used = len(X)
-        n_head = max(1, (3*len(X))//4)
-        r_head = span.add(normalize_rows(jacobian_rows(fn, flat, theta, X[:n_head], chunk_size)))
-        if r_head is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
-        r = span.add(normalize_rows(jacobian_rows(fn, flat, theta, X[n_head:], chunk_size))) if n_head < len(X) else r_head
-        if r is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
-        if r != r_head and r < D:
-            raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter of them): "
-                             "pass more inputs, or a callable sample_inputs(n, generator)")
-    else:
-        n0 = n_samples or (math.ceil(D/K)+4)
-        pat = patience if patience is not None else max(n0, 32)
-        cap = max_samples or max(8*D, 4*n0, 4*pat)
-        n_used, quiet, n_batch = 0, 0, n0
-        if n0 > cap: return out([], 'ambiguous', f'n_samples={n0} exceeds max_samples={cap}')
-        while True:
-            X = draw_inputs(sample_inputs, n_batch, g, dev, dtype); n_used += n_batch
-            r2 = span.add(normalize_rows(jacobian_rows(fn, flat, theta, X, chunk_size)))
-            if r2 is None: return out([], 'ambiguous', 'span W(θ): singular-value gap too small')
-            quiet = quiet + n_batch if (r2 == r and n_used > n_batch) else 0
-            r = r2
-            if r == D or quiet >= pat: break
-            n_batch = min(pat - quiet, cap - n_used)        # the whole saturation check as one batch
-            if n_batch <= 0:
-                return out([], 'ambiguous', f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})')
-    dims = [r]
-    # 2. brackets, depth by depth, until a depth adds nothing
-    depth = 1
-    while r < D:
-        depth += 1
-        if depth > max_depth:
-            return out(dims, 'ambiguous', f'dimension still growing at bracket depth {max_depth}: raise max_depth')
-        quiet, M = 0, min(D - r + 2, max(32, bracket_patience))   # one batch usually settles a depth
-        while True:
-            if fixed: Xs = X[torch.randint(len(X), (M, depth), generator=g).to(dev)]
-            else: Xs = draw_inputs(sample_inputs, M*depth, g, dev, dtype).reshape(M, depth, *x0.shape)
-            Ws = torch.randn(M, depth, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dtype)
-            rows, scales = bracket_rows(fn, flat, theta, Xs, Ws, chunk_size, return_scale=True)
-            if check_derivatives and quiet == 0 and r == dims[-1]:      # first batch of this depth: trust, but verify
-                err = bracket_fd_error(fn, flat, theta, Xs[0], Ws[0], rows[0], scales[0])
-                if err > fd_tol(dtype):
-                    return out(dims, 'ambiguous', f'bracket depth {depth}: automatic derivatives disagree with finite differences '
-                               f'(relative error {err:.1e}): an operation in the model has wrong higher derivatives in this '
-                               'torch version (e.g. F.layer_norm with exact=False); write it out by hand')
-            r2 = span.add(rows)
-            if r2 is None: return out(dims, 'ambiguous', f'bracket depth {depth}: singular-value gap too small')
-            new, r = r2 - r, r2
-            quiet = M - new if new else quiet + M   # draws are exchangeable: the last M − new of the batch added nothing
-            if r == D or quiet >= bracket_patience: break
-            M = min(2*M, D - r + 2) if new == M else bracket_patience - quiet   # all new: draw more; else top up
+                        min((d.gap for d in span.decisions), default=math.inf), status, reason, time.perf_counter()-t0, span.decisions)
+    try:                                   # 1. the span W(θ)
+        r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples)
+    except _Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
+    dims.append(r)
+    for depth in range(2, max_depth + 2): # 2. brackets, depth by depth, until a depth adds nothing
+        if r == D or (len(dims) > 1 and dims[-1] == dims[-2]): return out()
+        if depth > max_depth: return out('ambiguous', f'dimension still growing at bracket depth {max_depth}: raise max_depth')
+        try: r = _add_depth(span, r, depth, fn, flat, theta, sample_inputs, X, x0, g, dtype, K, chunk_size, bracket_patience, check_derivatives)
+        except _Ambiguous as e: return out('ambiguous', e.args[0])
         dims.append(r)
-        if dims[-1] == dims[-2]: break
-    return out(dims)
+    return out()
 
 # %% ../nbs/00_pde.ipynb #aa0fd2c0
 def _law_fn(h, flat):

@@ -21,7 +21,7 @@ def run(fn, flags=('notest', 'slow', 'gpu')):
         if d.get('eval:', '').lower() == 'false': return True
         return bool(set(flags) & set(d))
     os.environ['IN_TEST'] = '1'
-    sh = CaptureShell(fn)
+    sh = CaptureShell(fn, mpl_format='png')        # stored figures at 1x (retina doubles every notebook's size)
     with working_directory(fn.parent): sh.run_all(nb, exc_stop=True, preproc=skip)
     write_nb(nb, fn)
 
