@@ -72,8 +72,9 @@ class Block(nn.Module):
         eps:float=1e-6,        # RMSNorm epsilon
     ):
         super().__init__()
-        self.input_layernorm, self.post_attention_layernorm = RMSNorm(d, eps), RMSNorm(d, eps)
-        self.self_attn = Attention(d, n_head, n_kv_head, head_dim, causal=causal, rope=rope, rope_theta=rope_theta, rope_pairs='half')
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(d, eps=eps), RMSNorm(d, eps=eps)
+        self.self_attn = Attention(d, n_head, n_kv_heads=n_kv_head, head_dim=head_dim, causal=causal, rope=rope,
+                                   rope_theta=rope_theta, rope_pairs='half')
         self.mlp = MoE(d, d_ff, n_experts, top_k=top_k) if n_experts else SwiGLU(d, d_ff)
     def forward(self, x):
         x = x + self.self_attn(self.input_layernorm(x))

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conslaw_nb import experiments as ex
+from conslaw_nb import monitor, training, analysis, sweeps, cli
 from conslaw_nb.data import read_wikitext, read_idx, write_idx, read_cifar10, fashion_mnist, WIKITEXT_FILES
 from conslaw_nb.models import build_model
 
@@ -37,7 +37,7 @@ def test_readers_on_small_files(tmp_path):
 def test_one_step_drift_is_tau2_h_of_grad(preset, over):
     torch.manual_seed(0)
     m = build_model(preset, **TINY, **over).double()
-    mon = ex.ConservationMonitor(m)
+    mon = monitor.ConservationMonitor(m)
     kinds = {k for k, _ in mon.h0}
     assert {'qk', 'vo', 'swiglu'} <= kinds
     if preset == 'ptb-tiny-moe':
@@ -61,30 +61,31 @@ def test_fit_recovers_exponents_of_synthetic_records():
     recs = []
     for seed, C in [(0, 1.0), (1, 3.0)]:
         for lr in (1e-3, 3e-3, 1e-2):
-            for k in ex.log_steps(20):
+            for k in training.log_steps(20):
                 recs.append(dict(run=f'r{lr}{seed}', task='t', optim='gd', schedule='const', lr=lr, weight_decay=0., seed=seed,
                                  step=k, tau_k=lr*k, sum_tau2=lr**2*k, loss=1., kind='swiglu', block='b', layer=0,
                                  eps=C*lr**2*k, eps_pred=C*lr**2*k, drift_err=1e-12, drift_abs=1e-16))
-    fit = ex.fit_exponents(recs, k_fit=10, tk_max=0.1)
-    assert abs(fit['tau_exponent'] - 2) < 1e-9 and abs(fit['k_exponent'] - 1) < 1e-9
-    assert fit['tau_fit']['taus'] == [1e-3, 3e-3, 1e-2]
-    with pytest.raises(ValueError, match='k_fit'): ex.fit_exponents(recs, k_fit=8)
+    fit = analysis.fit_exponents(recs, k_fit=10, tk_max=0.1)
+    assert abs(fit.tau_exponent - 2) < 1e-9 and abs(fit.k_exponent - 1) < 1e-9
+    assert fit.tau_fit.taus == [1e-3, 3e-3, 1e-2]
+    with pytest.raises(ValueError, match='k_fit'): analysis.fit_exponents(recs, k_fit=8)
 
 def test_sweep_resumes_without_losing_or_duplicating(tmp_path, monkeypatch):
     kw = dict(lrs=(1e-3, 1e-2), seeds=(0,), steps=10, extra=(('gd', 'decay'),), overrides=TINY, progress=False)
-    real, calls = ex.train, []
+    real, calls = sweeps.train, []
     def flaky(cfg, progress=False):
         calls.append(cfg.name())
         if len(calls) == 2: raise KeyboardInterrupt  # interrupted during the second run
         return real(cfg, progress)
-    monkeypatch.setattr(ex, 'train', flaky)
-    with pytest.raises(KeyboardInterrupt): ex.sweep('ptb', tmp_path, **kw)
+    monkeypatch.setattr(sweeps, 'train', flaky)
+    with pytest.raises(KeyboardInterrupt): sweeps.sweep('ptb', tmp_path, **kw)
     done = sorted(p.name for p in (tmp_path/'runs').iterdir())
     assert done == ['ptb-gd-const-lr0.001-s0.csv']  # the interrupted run left no partial file behind
-    monkeypatch.setattr(ex, 'train', real)
-    fit = ex.sweep('ptb', tmp_path, **kw)
-    assert sorted(p.name for p in (tmp_path/'runs').iterdir()) == sorted(f'{c.name()}.csv' for c in ex.sweep_configs('ptb', **{k: v for k, v in kw.items() if k != 'progress'}))
-    recs = ex.read_records(tmp_path/'records.csv')
+    monkeypatch.setattr(sweeps, 'train', real)
+    fit = sweeps.sweep('ptb', tmp_path, **kw)
+    grid = sweeps.sweep_configs('ptb', **{k: v for k, v in kw.items() if k != 'progress'})
+    assert sorted(p.name for p in (tmp_path/'runs').iterdir()) == sorted(f'{c.name()}.csv' for c in grid)
+    recs = training.read_records(tmp_path/'records.csv')
     keys = [(r['run'], r['step'], r['kind'], r['block']) for r in recs]
     assert len(keys) == len(set(keys)) and {r['run'] for r in recs} == {'ptb-gd-const-lr0.001-s0', 'ptb-gd-const-lr0.01-s0', 'ptb-gd-decay-lr0.001-s0'}
     saved = json.loads((tmp_path/'fit.json').read_text())
@@ -95,13 +96,13 @@ def test_sweep_resumes_without_losing_or_duplicating(tmp_path, monkeypatch):
         assert (tmp_path/'figures'/f'{f}.png').stat().st_size > 1000
 
 def test_cli_train_and_errors(tmp_path, capsys):
-    assert ex.run_cli(['train', '--task', 'ptb', '--steps', '3', '--log-every', '1', '--set', 'd_model=8', 'd_ff=8',
+    assert cli.run_cli(['train', '--task', 'ptb', '--steps', '3', '--log-every', '1', '--set', 'd_model=8', 'd_ff=8',
                        '--out', str(tmp_path), '--quiet']) == 0
-    recs = ex.read_records(tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv')
+    recs = training.read_records(tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv')
     assert sorted({r['step'] for r in recs}) == [1, 2, 3]
     assert 'swiglu' in capsys.readouterr().out
-    with pytest.raises(ValueError, match='lr'): ex.train(ex.TrainConfig(lr=-1))
-    with pytest.raises(ValueError, match='FIELD=VALUE'): ex._kv(['d_model'])
+    with pytest.raises(ValueError, match='lr'): training.train(training.TrainConfig(lr=-1))
+    with pytest.raises(ValueError, match='FIELD=VALUE'): cli._kv(['d_model'])
 
 def test_paper_dataset_tasks_from_local_files(tmp_path):
     "WikiText-103 and CIFAR-10 are not on these machines: train on small files of their real formats"
@@ -109,14 +110,14 @@ def test_paper_dataset_tasks_from_local_files(tmp_path):
     words = [f'w{i}' for i in range(50)]
     for f in WIKITEXT_FILES.values():
         (tmp_path/f).write_text(' = Heading = \n\n' + ' '.join(rng.choice(words, 300)) + ' \n', encoding='utf-8')
-    recs = ex.train(ex.TrainConfig(task='wikitext', data=str(tmp_path), steps=2, batch_size=2, seq_len=8, overrides=TINY))
+    recs = training.train(training.TrainConfig(task='wikitext', data=str(tmp_path), steps=2, batch_size=2, seq_len=8, overrides=TINY))
     assert {'qk', 'vo', 'swiglu', 'gate'} <= {r['kind'] for r in recs}
     cf = tmp_path/'cifar'; cf.mkdir()
     for f in [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']:
         with open(cf/f, 'wb') as fh: pickle.dump({b'data': rng.integers(0, 256, (4, 3072), dtype=np.uint8), b'labels': [0, 1, 2, 3]}, fh)
-    recs = ex.train(ex.TrainConfig(task='cifar10', data=str(cf), steps=2, batch_size=4, overrides=TINY))
-    assert max(r['drift_abs'] for r in recs if r['kind'] in ex.QUAD_KINDS) < 1e-14
-    with pytest.raises(ValueError, match='data'): ex.train(ex.TrainConfig(task='wikitext', steps=1))
+    recs = training.train(training.TrainConfig(task='cifar10', data=str(cf), steps=2, batch_size=4, overrides=TINY))
+    assert max(r['drift_abs'] for r in recs if r['kind'] in monitor.QUAD_KINDS) < 1e-14
+    with pytest.raises(ValueError, match='data'): training.train(training.TrainConfig(task='wikitext', steps=1))
 
 # ---------------------------------------------------------------- transformers models under the monitor
 HF_SPECS = {  # tiny random configs, all with grouped-query attention (fewer key/value heads than query heads)
@@ -146,7 +147,7 @@ def test_monitor_on_transformers_models(arch):
         for n, p in m.named_parameters():
             if n.endswith(('q_norm.weight', 'k_norm.weight')): p.copy_(1 + .3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     L = HF_SPECS[arch]['num_hidden_layers']
-    mon = ex.ConservationMonitor(m)
+    mon = monitor.ConservationMonitor(m)
     fam = {name: a.family for name, a in mon.blocks}
     assert fam == {**{f'model.layers.{l}.self_attn': 'attention' for l in range(L)},
                    **{f'model.layers.{l}.mlp': MLP_FAMILY[arch] for l in range(L)}}
@@ -163,7 +164,7 @@ def test_monitor_on_transformers_models(arch):
     x, y = torch.randint(0, 50, (4, 8), generator=g), torch.randint(0, 50, (4, 8), generator=g)
     eps = {}
     for tau in (1e-2, 1e-3):
-        net = copy.deepcopy(m); mon = ex.ConservationMonitor(net)
+        net = copy.deepcopy(m); mon = monitor.ConservationMonitor(net)
         for _ in range(5):
             loss = F.cross_entropy(net(x).logits.flatten(0, 1), y.flatten())
             grads = torch.autograd.grad(loss, list(net.parameters()))
@@ -180,17 +181,19 @@ def test_cli_train_transformers_config(tmp_path, capsys, monkeypatch):
     pytest.importorskip('transformers')
     cfg = dict(model_type='llama', hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=32)
     (tmp_path/'tiny_llama.json').write_text(json.dumps(cfg))
-    assert ex.run_cli(['train', '--task', 'ptb', '--hf-config', str(tmp_path/'tiny_llama.json'), '--steps', '3', '--batch-size', '4',
+    assert cli.run_cli(['train', '--task', 'ptb', '--hf-config', str(tmp_path/'tiny_llama.json'), '--steps', '3', '--batch-size', '4',
                        '--seq-len', '8', '--out', str(tmp_path), '--quiet']) == 0
-    recs = ex.read_records(tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv')
+    recs = training.read_records(tmp_path/'runs'/'ptb-gd-const-lr0.1-s0.csv')
     assert {'qk', 'vo', 'swiglu'} <= {r['kind'] for r in recs} and max(r['step'] for r in recs) == 3
     assert {r['block'] for r in recs} >= {'model.layers.0.self_attn', 'model.layers.1.mlp'}
-    assert max(r['drift_abs'] for r in recs if r['kind'] in ex.QUAD_KINDS) < 1e-12
+    assert max(r['drift_abs'] for r in recs if r['kind'] in monitor.QUAD_KINDS) < 1e-12
     (tmp_path/'bad.json').write_text(json.dumps({'hidden_size': 16}))
-    with pytest.raises(ValueError, match='model_type'): ex.train(ex.TrainConfig(hf_config=str(tmp_path/'bad.json'), steps=1))
-    with pytest.raises(ValueError, match='language'): ex.train(ex.TrainConfig(task='digits', hf_config=str(tmp_path/'tiny_llama.json'), steps=1))
+    with pytest.raises(ValueError, match='model_type'): training.train(training.TrainConfig(hf_config=str(tmp_path/'bad.json'), steps=1))
+    with pytest.raises(ValueError, match='language'):
+        training.train(training.TrainConfig(task='digits', hf_config=str(tmp_path/'tiny_llama.json'), steps=1))
     monkeypatch.setitem(sys.modules, 'transformers', None)   # transformers not installed: a clear one-line error
-    with pytest.raises(ImportError, match=r'pip install conslaw_nb\[hf\]'): ex.train(ex.TrainConfig(hf_config=str(tmp_path/'tiny_llama.json'), steps=1))
+    with pytest.raises(ImportError, match=r'pip install conslaw_nb\[hf\]'):
+        training.train(training.TrainConfig(hf_config=str(tmp_path/'tiny_llama.json'), steps=1))
     from conslaw_nb.cli import main
     assert main(['train', '--hf-config', str(tmp_path/'tiny_llama.json'), '--steps', '1', '--quiet', '--out', str(tmp_path)]) == 2
     assert 'conslaw_nb[hf]' in capsys.readouterr().err
@@ -200,7 +203,7 @@ def test_monitor_on_qwen3_at_transformers_init_reports_no_garbage():
     "Qwen3's q/k-norm gains start at 1, so its gain-pair laws start at 0: Eq. 10 has no relative error there (NaN), never 1e297"
     import math
     transformers = pytest.importorskip('transformers')
-    from conslaw_nb.experiments import ConservationMonitor
+    from conslaw_nb.monitor import ConservationMonitor
     cfg = transformers.Qwen3Config(vocab_size=20, hidden_size=8, intermediate_size=12, num_hidden_layers=1, num_attention_heads=2,
                                    num_key_value_heads=1, head_dim=4)
     torch.manual_seed(0)
