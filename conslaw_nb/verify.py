@@ -21,18 +21,19 @@ class Arch:
     name: str            # row label
     problem: callable    # size multiplier s >= 1 -> `pde.Problem`
     section: str = ''    # page of the docs that derives it
+    theorem: str = ''    # the paper's theorem it illustrates ('' for the blocks beyond the paper)
 
 ARCHS = {a.name: a for a in [
-    Arch('ffn-gelu', lambda s: ffn.ffn_problem(3*s, 4*s, 'gelu'), 'ffn'),
-    Arch('ffn-silu', lambda s: ffn.ffn_problem(3*s, 4*s, 'silu'), 'ffn'),
-    Arch('swiglu', lambda s: ffn.swiglu_problem(3*s, 4*s), 'ffn'),
-    Arch('mha', lambda s: attention.mha_problem(2, 4*s, 2*s), 'attention'),
-    Arch('mha-pe', lambda s: attention.mha_problem(2, 4*s, 2*s, pe='sinusoidal'), 'attention'),
-    Arch('mha-rope', lambda s: attention.mha_problem(2, 4*s, 2*s, rope=True), 'attention'),
-    Arch('moe-dense', lambda s: moe.moe_problem(3*s, 2*s, 3), 'moe'),
-    Arch('moe-top2', lambda s: moe.moe_problem(3*s, 2*s, 3, k=2), 'moe'),
-    Arch('moe-sigmoid-dense', lambda s: moe.moe_problem(3*s, 2*s, 3, gate='sigmoid'), 'moe'),
-    Arch('moe-sigmoid-top2', lambda s: moe.moe_problem(3*s, 2*s, 3, k=2, gate='sigmoid'), 'moe'),
+    Arch('ffn-gelu', lambda s: ffn.ffn_problem(3*s, 4*s, 'gelu'), 'ffn', '4.1'),
+    Arch('ffn-silu', lambda s: ffn.ffn_problem(3*s, 4*s, 'silu'), 'ffn', '4.1'),
+    Arch('swiglu', lambda s: ffn.swiglu_problem(3*s, 4*s), 'ffn', '4.2'),
+    Arch('mha', lambda s: attention.mha_problem(2, 4*s, 2*s), 'attention', '4.3'),
+    Arch('mha-pe', lambda s: attention.mha_problem(2, 4*s, 2*s, pe='sinusoidal'), 'attention', '4.3'),
+    Arch('mha-rope', lambda s: attention.mha_problem(1, 4*s, 4*s, rope=True), 'attention', '4.4'),   # two rotation pairs
+    Arch('moe-dense', lambda s: moe.moe_problem(3*s, 2*s, 3), 'moe', '4.5'),
+    Arch('moe-top2', lambda s: moe.moe_problem(3*s, 2*s, 3, k=2), 'moe', '4.6'),
+    Arch('moe-sigmoid-dense', lambda s: moe.moe_problem(3*s, 2*s, 3, gate='sigmoid'), 'moe', '4.7'),
+    Arch('moe-sigmoid-top2', lambda s: moe.moe_problem(3*s, 2*s, 3, k=2, gate='sigmoid'), 'moe', '4.7'),
 ]}
 
 # %% ../nbs/06_verify.ipynb #9101cb0c
