@@ -1,0 +1,66 @@
+"""The benchmark's pieces compute what they claim (correctness only, no timing asserts): the straightforward baseline and
+the floor agree with the engine and the theory on tiny cases, the anchor rows check their counts, the summary judges
+targets, and tools/bench.py turns its command line into a `BenchConfig`."""
+import importlib.util
+from pathlib import Path
+import pytest
+import torch
+from conslaw_nb.pde import count_laws
+from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed,
+                              fit_exponent, BenchConfig, power_fit, TARGETS)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {'swiglu': swiglu_case(3, 5), 'mha': mha_case(2, 4, 2, 3), 'rope': mha_case(2, 4, 2, 3, rope=True)}
+
+@pytest.mark.parametrize('name', TINY)
+def test_baseline_agrees_with_engine(name):
+    case = TINY[name]; p = case.params(seed=1)
+    c = count_laws(case.f, p, case.inputs)
+    n, dims = baseline_count(case.f, p, case.inputs)
+    assert n == c.n_laws == case.laws
+    assert dims == c.dims_by_depth
+
+def test_floor_is_the_span_count():
+    for case in TINY.values():
+        p = case.params()
+        c = count_laws(case.f, p, case.inputs)
+        assert floor_count(case.f, p, case.inputs) == c.n_params - c.dims_by_depth[0]
+    assert floor_count(TINY['swiglu'].f, TINY['swiglu'].params(), TINY['swiglu'].inputs) == TINY['swiglu'].laws
+
+def test_anchor_rows_check_their_counts():
+    lin = linear_row([4, 2, 3], 0)
+    assert lin['ok'] and lin['engine'] == lin['known'] == lin['formula'] == 3
+    assert linear_row([2, 3, 2], 1)['formula'] is None          # inner width above its neighbours: no closed formula
+    relu = relu_row([3, 4, 2], 0)
+    assert relu['ok'] and relu['engine'] == relu['known'] == 4
+
+def test_judge_and_fit():
+    assert judge(25, '>=', 20) == (True, None) and judge(5, '>=', 20) == (False, '×4.00 short')
+    assert judge(90, '<', 60) == (False, '1.50× over') and judge(3, '<=', 3) == (True, None)
+    assert set(TARGETS) == {'speedup_vs_baseline', 'anchor_suites_seconds', 'monitor_overhead_pct', 'floor_ratio'}
+    assert abs(fit_exponent([10, 100], [1., 1e3]) - 3) < 1e-12
+    rows = [dict(D=D, engine_s=D**2, floor_s=D**3) for D in (100, 1000, 2000)]
+    fit = power_fit(rows)
+    assert fit['fitted_on_D'] == [1000, 2000] and abs(fit['engine'] - 2) < 1e-9 and abs(fit['floor'] - 3) < 1e-9
+
+def test_timed_returns_the_result():
+    res, sec = timed(lambda: 41 + 1)
+    assert res == 42 and sec >= 0
+    res, sec, peak = timed(lambda: torch.zeros(3).sum().item(), memory=True)
+    assert res == 0 and peak >= 0
+
+def _script():
+    spec = importlib.util.spec_from_file_location('bench_script', ROOT/'tools'/'bench.py')
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+def test_script_reads_the_command_line(tmp_path):
+    cfg = _script().parse(['--quick', '--out', str(tmp_path/'b.json'), '--max-d', '12', '--threads', '2'])
+    assert cfg == BenchConfig(quick=True, out=str(tmp_path/'b.json'), max_d=12, threads=2)
+    assert (cfg.reps, cfg.budget_s, cfg.monitor_reps) == (1, 20., 5)
+    assert _script().parse([]) == BenchConfig()
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a CUDA device is present')
+def test_script_refuses_a_missing_cuda_device():
+    with pytest.raises(SystemExit): _script().parse(['--device', 'cuda'])
+    with pytest.raises(ValueError, match='no CUDA device'): BenchConfig(device='cuda')
