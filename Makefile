@@ -50,7 +50,7 @@ readme: $(STAMP)
 
 # Re-run notebooks so their stored outputs are current, then clean them and regenerate the README
 outputs: $(STAMP)
-	$(BIN)/python tools/run_nbs.py $(or $(NB),nbs/*.ipynb)
+	$(BIN)/python tools/run_nbs.py $(or $(NB),nbs/*.ipynb nbs/explain/*.ipynb)
 	$(BIN)/nbdev_clean
 	$(BIN)/python tools/readme.py nbs/index.ipynb README.md
 

@@ -32,9 +32,11 @@ def site(tmp_path_factory):
 
 def test_page_names_follow_nbdev():
     "Pages are named as nbdev names them, so nbdev's doc links (`pde.html#count_laws`) hold; index comes first"
-    test = [docs_build.page_name(Path(n)) for n in ('00_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '09_cli.ipynb')]
-    assert test == ['pde', 'data', 'index', 'cli']
-    assert NBS[0].name == 'index.ipynb' and [p.name for p in NBS[1:]] == sorted(p.name for p in NBS[1:])
+    test = [docs_build.page_name(Path(n)) for n in ('02_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '20_cli.ipynb', 'explain/performance.ipynb')]
+    assert test == ['pde', 'data', 'index', 'cli', 'performance']
+    numbered = [p.name for p in NBS if p.name[:2].isdigit()]
+    assert NBS[0].name == 'index.ipynb' and numbered == sorted(numbered)    # the sidebar lists the chapters in reading order
+    assert [p.parent.name for p in NBS[-2:]] == ['explain', 'explain']       # and the explanation pages apart, at the end
     assert docs_build.slugify('Flat.flatten') == 'flat.flatten' and docs_build.slugify('count_laws') == 'count_laws'
     assert docs_build.slugify('Deciding a rank, honestly') == 'deciding-a-rank-honestly'
 
@@ -42,8 +44,8 @@ def test_page_names_follow_nbdev():
 def test_markdown_helpers():
     md = 'the flow\n$$\\dot x = 1.$$\nA function $h$.\n\n```\n$$ kept $$\n```\n'
     assert docs_build.display_math_blocks(md) == 'the flow\n\n$$\n\\dot x = 1.\n$$\n\nA function $h$.\n\n```\n$$ kept $$\n```'
-    pages = {'pde.html': 'pde.md', '00_pde.ipynb': 'pde.md'}
-    got = docs_build.rewrite_links('[a](https://h/b/pde.html#x) [b](00_pde.ipynb) <a href="pde.html#y">', pages, 'https://h/b/')
+    pages = {'pde.html': 'pde.md', '02_pde.ipynb': 'pde.md'}
+    got = docs_build.rewrite_links('[a](https://h/b/pde.html#x) [b](02_pde.ipynb) <a href="pde.html#y">', pages, 'https://h/b/')
     assert got == '[a](pde.md#x) [b](pde.md) <a href="pde.html#y">'
     assert docs_build._cell_options('#| echo: false\n#| code-fold: show\nx = 1')[0] == {'echo': False, 'code-fold': 'show'}
 

@@ -68,7 +68,7 @@ def list_notebooks(nbs: Path) -> list[Path]:
 
 
 def page_name(nb: Path) -> str:
-    "The page a notebook becomes, as nbdev names it: `00_pde.ipynb` -> `pde` (so nbdev's doc links `pde.html#x` hold)"
+    "The page a notebook becomes, as nbdev names it: `02_pde.ipynb` -> `pde` (so nbdev's doc links `pde.html#x` hold)"
     return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower())[:-len('.ipynb')]
 
 
@@ -206,7 +206,7 @@ def make_exporter():
 
 
 def rewrite_links(md: str, pages: dict[str, str], doc_prefix: str) -> str:
-    "Point nbdev's doc links (`https://host/base/pde.html#x`) and links to `pde.html`/`00_pde.ipynb` at the pages' .md"
+    "Point nbdev's doc links (`https://host/base/pde.html#x`) and links to `pde.html`/`02_pde.ipynb` at the pages' .md"
     def fix(url, ext='.md'):   # Markdown links name the .md (MkDocs checks them); raw HTML ones the .html
         u = url[len(doc_prefix):] if doc_prefix and url.startswith(doc_prefix) else url
         path, hash_, frag = u.partition('#')

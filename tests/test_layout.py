@@ -1,0 +1,75 @@
+"""The layout the notebooks promise: numbered in reading order, imports running one way (a module or a notebook uses
+only what comes before it), one definition of each public name, and export cells short enough to read beside their tests."""
+import ast, json, re
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = sorted(p for p in (ROOT/'nbs').glob('[0-9][0-9]_*.ipynb'))
+
+def _module(nb):
+    "The module a notebook exports to, or None"
+    for c in json.loads(nb.read_text())['cells']:
+        m = re.match(r'#\|\s*default_exp\s+(\S+)', ''.join(c['source']))
+        if c['cell_type'] == 'code' and m: return m.group(1)
+
+ORDER = {nb: i for i, nb in enumerate(NBS)}
+MODULE_NB = {m: nb for nb in NBS if (m := _module(nb))}
+
+def _imports(src):
+    "conslaw_nb modules named by the imports of `src` (absolute as in notebooks, relative as in generated modules)"
+    out = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ''
+            if node.level == 1 and mod: out.add(mod.split('.')[0])
+            elif node.level == 1: out |= {a.name for a in node.names}
+            elif mod.startswith('conslaw_nb.'): out.add(mod.split('.')[1])
+            elif mod == 'conslaw_nb': out |= {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split('.')[1] for a in node.names if a.name.startswith('conslaw_nb.')}
+    return out & set(MODULE_NB)
+
+def _code(nb):
+    cells = json.loads(nb.read_text())['cells']
+    src = [''.join(c['source']) for c in cells if c['cell_type'] == 'code']
+    return [re.sub(r'^[%!].*$', '', s, flags=re.M) for s in src]   # IPython magics are not Python
+
+def test_notebooks_numbered_and_listed():
+    nums = [int(nb.name[:2]) for nb in NBS]
+    assert nums == list(range(len(NBS))), f"notebooks are not numbered 00, 01, ... in reading order: {[nb.name for nb in NBS]}"
+    side = (ROOT/'nbs'/'sidebar.yml').read_text()
+    for nb in sorted((ROOT/'nbs').rglob('*.ipynb')):
+        rel = str(nb.relative_to(ROOT/'nbs'))
+        if not any(part.startswith(('.', '_')) for part in nb.relative_to(ROOT/'nbs').parts):
+            assert f'- {rel}' in side, f"{rel} is not in nbs/sidebar.yml"
+
+@pytest.mark.parametrize('nb', NBS, ids=[nb.name for nb in NBS])
+def test_imports_run_one_way(nb):
+    "A notebook (its exported code and its pages) uses only modules of notebooks before it"
+    later = {m for m in set().union(*map(_imports, _code(nb))) if ORDER[MODULE_NB[m]] > ORDER[nb]}
+    assert not later, f"{nb.name} imports {sorted(later)}, which come after it: move the code, or the notebook"
+
+def test_modules_import_one_way():
+    for m, nb in MODULE_NB.items():
+        py = ROOT/'conslaw_nb'/f'{m}.py'
+        later = {x for x in _imports(py.read_text()) if ORDER[MODULE_NB[x]] >= ORDER[nb]}
+        assert not later, f"conslaw_nb/{m}.py imports {sorted(later)}, which do not come before it"
+
+def test_one_definition_of_each_public_name():
+    seen = {}
+    for m in MODULE_NB:
+        body = ast.parse((ROOT/'conslaw_nb'/f'{m}.py').read_text()).body
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith('_'):
+                seen.setdefault(node.name, []).append(m)
+    twice = {n: ms for n, ms in seen.items() if len(ms) > 1}
+    assert not twice, f"defined in more than one module: {twice}"
+
+def test_export_cells_short():
+    long = []
+    for nb in NBS:
+        for c in json.loads(nb.read_text())['cells']:
+            s = ''.join(c['source'])
+            if c['cell_type'] == 'code' and s.startswith('#| export') and s.count('\n') + 1 > 70: long.append(f'{nb.name}: {s.splitlines()[1][:60]}')
+    assert not long, f"export cells over 70 lines: {long}"
