@@ -48,7 +48,8 @@ PRESETS = {
     'ptb-paper':      LMConfig(vocab_size=10000, d_model=192, n_layer=12, n_head=3, d_ff=768, n_experts=4, top_k=2),  # top_k assumed
     'wikitext-paper': LMConfig(vocab_size=267735, d_model=192, n_layer=12, n_head=3, d_ff=768, n_experts=4, top_k=2), # WikiText-103 vocabulary; top_k assumed
     'cifar10-paper':  ViTConfig(image_size=32, patch_size=4, in_chans=3, d_model=256, n_layer=6, n_head=4, d_ff=1024),  # patch 4 assumed
-    'imagenet-paper': ViTConfig(image_size=224, patch_size=16, in_chans=3, n_classes=1000, d_model=192, n_layer=12, n_head=4, d_ff=768), # patch 16, MLP 4d assumed
+    'imagenet-paper': ViTConfig(image_size=224, patch_size=16, in_chans=3, n_classes=1000,    # patch 16, MLP 4d assumed
+                                d_model=192, n_layer=12, n_head=4, d_ff=768),
     'ptb-tiny':       LMConfig(),
     'ptb-tiny-moe':   LMConfig(n_experts=4, top_k=2, moe_every=2),
     'fashion-tiny':   ViTConfig(),
