@@ -14,23 +14,45 @@ import torch.distributed as dist
 from . import verify as V
 from .models import PRESETS
 from .monitor import LAW_KINDS, CONTROL_KINDS, QUAD_KINDS
-from .training import TASKS, OPTIMS, SCHEDULES, DTYPES, TrainConfig, train, write_records
+from .training import TASKS, OPTIMS, SCHEDULES, DTYPES, TrainConfig, check_device, train, write_records
 from .sweeps import sweep, demo_run
 
-# %% ../nbs/20_cli.ipynb #166eba3d
-def _device(name):
-    if name is None: return None
-    if name.startswith('cuda') and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    return torch.device(name)
+# %% ../nbs/20_cli.ipynb #5b640809
+def _device(s:str)->str:
+    "argparse type of `--device`: a device this machine can compute on"
+    try: return check_device(s)
+    except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
 
+def _at_least(lo:int):
+    "argparse type: an integer >= `lo`"
+    def parse(s):
+        try: v = int(s)
+        except ValueError: v = None
+        if v is None or v < lo: raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {s!r}")
+        return v
+    return parse
+
+def _file_out(flag:str, path):
+    "Refuse an output file that cannot be written: a folder, or a path in a folder that is missing or is a file"
+    p = Path(path)
+    if p.is_dir(): raise ValueError(f"{flag} {path}: is a folder; give a file path")
+    if p.parent.exists() and not p.parent.is_dir():
+        raise ValueError(f"{flag} {path}: {p.parent} is a file, not a folder; choose another path")
+    if not p.parent.is_dir(): raise ValueError(f"{flag} {path}: folder {p.parent} does not exist; create it first")
+
+def _folder_out(flag:str, path):
+    "Refuse an output folder that is a file or lies under one"
+    p = Path(path).absolute()
+    a = next(a for a in [p, *p.parents] if a.exists())   # the nearest part that exists ('/' at worst)
+    if not a.is_dir(): raise ValueError(f"{flag} {path}: {a} is a file, not a folder; choose another path")
+
+# %% ../nbs/20_cli.ipynb #166eba3d
 def cmd_verify(args)->int:
     "Print the verification table; optionally write JSON and a figure"
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise ValueError(f"--json {args.json}: folder does not exist; create it first")
-    if args.figure and not Path(args.figure).resolve().parent.is_dir():
-        raise ValueError(f"--figure {args.figure}: folder does not exist; create it first")
-    rows = V.verify(args.arch, size=args.size, seed=args.seed, device=_device(args.device), progress=sys.stderr.isatty())
+    for flag, path in [('--json', args.json), ('--figure', args.figure)]:
+        if path: _file_out(flag, path)
+    dev = None if args.device is None else torch.device(args.device)
+    rows = V.verify(args.arch, size=args.size, seed=args.seed, device=dev, progress=sys.stderr.isatty())
     print(V.format_table(rows))
     if args.json: print(f"wrote {V.save_rows(rows, args.json)}")
     if args.figure:
@@ -45,9 +67,9 @@ def cmd_verify(args)->int:
 def _add_verify(sub):
     v = sub.add_parser('verify', help="reproduce the paper's theory table with the engine")
     v.add_argument('--arch', nargs='+', choices=list(V.ARCHS), metavar='NAME', help=f"rows to run (default all): {', '.join(V.ARCHS)}")
-    v.add_argument('--size', type=int, default=1, help='multiply every width by this (default 1)')
-    v.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
-    v.add_argument('--device', default=None, help='cpu, cuda, cuda:1 ... (default cpu)')
+    v.add_argument('--size', type=_at_least(1), default=1, help='multiply every width by this (default 1)')
+    v.add_argument('--seed', type=_at_least(0), default=0, help='random seed (default 0)')
+    v.add_argument('--device', type=_device, default=None, help='cpu, cuda, cuda:1 ... (default cpu)')
     v.add_argument('--json', default=None, metavar='PATH', help='write the rows as JSON')
     v.add_argument('--figure', default=None, metavar='PATH', help='save the singular-value spectra (PNG)')
     v.set_defaults(func=cmd_verify)
@@ -55,6 +77,7 @@ def _add_verify(sub):
 # %% ../nbs/20_cli.ipynb #6b7d8d84
 def cmd_demo(args)->int:
     "The main job on small CPU defaults: the verification table, written under `args.out`"
+    _folder_out('--out', args.out)
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
     ns = argparse.Namespace(arch=None, size=1, seed=args.seed, device=args.device,
                             json=str(out/'verify.json'), figure=str(out/'verify_spectra.png'))
@@ -71,21 +94,37 @@ def cmd_demo(args)->int:
 def _add_demo(sub):
     d = sub.add_parser('demo', help='the main job on small CPU defaults (what `make demo` runs)')
     d.add_argument('--out', default='runs/demo', help='output folder (default runs/demo)')
-    d.add_argument('--seed', type=int, default=0, help='random seed')
-    d.add_argument('--device', default=None, help='device (default cpu)')
+    d.add_argument('--seed', type=_at_least(0), default=0, help='random seed')
+    d.add_argument('--device', type=_device, default=None, help='device (default cpu)')
     d.add_argument('--no-experiment', action='store_true', help='only the verification table')
     d.set_defaults(func=cmd_demo)
 
 # %% ../nbs/20_cli.ipynb #981eadcb
-def _floats(s): return tuple(float(x) for x in s.split(','))
-def _ints(s): return tuple(int(x) for x in s.split(','))
-def _kv(items):
+def _value(s:str):
+    "A `--set` value: an int ('3'), a float ('1e4', '0.5'), a bool ('true', 'false'), else the string itself"
+    for conv in (int, float):
+        try: return conv(s)
+        except ValueError: pass
+    return {'true': True, 'false': False}.get(s.lower(), s)
+
+def _kv(items)->dict:
+    "`--set` FIELD=VALUE items as a dict of typed values"
     out = {}
     for it in items or []:
-        k, _, v = it.partition('=')
-        if not _: raise ValueError(f"--set {it!r}: expected FIELD=VALUE, e.g. d_model=16")
-        out[k] = int(v) if v.lstrip('-').isdigit() else float(v) if v.replace('.', '', 1).replace('e-', '', 1).isdigit() else v
+        k, eq, v = it.partition('=')
+        if not eq or not k.strip(): raise ValueError(f"--set {it!r}: expected FIELD=VALUE, e.g. d_model=16")
+        out[k.strip()] = _value(v.strip())
     return out
+
+def _list_of(conv, example:str):
+    "argparse type: comma-separated `conv` values, like `example`"
+    def parse(s):
+        try: return tuple(conv(x) for x in s.split(','))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {conv.__name__}s, e.g. {example}, got {s!r}") from None
+    return parse
+
+_floats, _ints = _list_of(float, '0.01,0.1'), _list_of(int, '0,1,2')
 
 # %% ../nbs/20_cli.ipynb #b4ad3fd8
 def _init_dist(device):
@@ -97,13 +136,20 @@ def _init_dist(device):
     dist.init_process_group('nccl' if cuda else 'gloo')
     return device
 
+def _train_config(args)->TrainConfig:
+    "The validated `TrainConfig` of `conslaw train`'s arguments"
+    cfg = TrainConfig(task=args.task, data=args.data, model=args.model, hf_config=args.hf_config, optim=args.optim, lr=args.lr,
+                      schedule=args.schedule, steps=TrainConfig.steps if args.steps is None else args.steps,
+                      batch_size=args.batch_size, seq_len=args.seq_len, momentum=args.momentum, weight_decay=args.weight_decay,
+                      seed=args.seed, log_every=args.log_every, dtype=args.dtype, device=args.device, overrides=_kv(args.set))
+    cfg.validate()
+    return cfg
+
 def cmd_train(args)->int:
     "Run one training configuration and write its records"
-    device = _init_dist(args.device)
-    cfg = TrainConfig(task=args.task, data=args.data, model=args.model, hf_config=args.hf_config, optim=args.optim, lr=args.lr,
-                      schedule=args.schedule, steps=args.steps or 100, batch_size=args.batch_size, seq_len=args.seq_len,
-                      momentum=args.momentum, weight_decay=args.weight_decay, seed=args.seed, log_every=args.log_every,
-                      dtype=args.dtype, device=device, overrides=_kv(args.set))
+    cfg = _train_config(args)
+    _folder_out('--out', args.out)
+    cfg.device = _init_dist(cfg.device)
     try:
         recs = train(cfg, progress=not args.quiet)
         if recs:
@@ -126,7 +172,7 @@ def _common(p):
     p.add_argument('--hf-config', default=None, metavar='PATH.json', help='train a transformers causal LM built from this config JSON '
                    '(needs "model_type"; vocab_size is set from the data; needs pip install conslaw_nb[hf])')
     p.add_argument('--steps', type=int, default=None, help='training steps')
-    p.add_argument('--device', default='cpu', help="'cpu' or 'cuda'")
+    p.add_argument('--device', type=_device, default='cpu', help="'cpu', 'cuda' or 'cuda:N'")
     p.add_argument('--dtype', default='float64', choices=DTYPES)
     p.add_argument('--set', nargs='*', metavar='FIELD=VALUE', help='model config overrides, e.g. d_model=16 n_layer=1')
 
@@ -149,10 +195,12 @@ def _add_train(sub):
 # %% ../nbs/20_cli.ipynb #e214c88c
 def cmd_sweep(args)->int:
     "Run a sweep and print where its outputs went"
+    overrides = _kv(args.set)
+    _folder_out('--out', args.out)
     kw = {k: v for k, v in dict(lrs=args.lrs, seeds=args.seeds, steps=args.steps, model=args.model, hf_config=args.hf_config,
                                 data=args.data).items() if v is not None}
     fit = sweep(args.task, args.out, progress=not args.quiet, k_fit=args.k_fit, tk_max=args.tk_max,
-                device=args.device, dtype=args.dtype, overrides=_kv(args.set), **kw).fit
+                device=args.device, dtype=args.dtype, overrides=overrides, **kw).fit
     lo, hi = fit.tau_exponent_ci95
     print(f"τ exponent at k={fit.tau_fit.k} (τ in {fit.tau_fit.taus}): {fit.tau_exponent:.3f} 95% CI [{lo:.3f}, {hi:.3f}]")
     print(f"k exponent at τ={fit.k_fit.tau:g} (k ≤ {max(fit.k_fit.steps)}): {fit.k_exponent:.3f}")
@@ -180,16 +228,19 @@ def build_parser()->argparse.ArgumentParser:
     for add in (_add_verify, _add_demo, _add_train, _add_sweep): add(sub)
     return p
 
+def _say(cmd:str, msg):
+    "One line on stderr"
+    print(f"conslaw {cmd}: {' '.join(str(msg).split())}", file=sys.stderr)
+
 def main(argv=None)->int:
-    "Entry point of the `conslaw` console script: errors are one line on stderr and a non-zero exit"
-    p = build_parser()
-    args = p.parse_args(argv)
-    if getattr(args, 'size', 1) is not None and getattr(args, 'size', 1) < 1: p.error(f"--size must be >= 1, got {args.size}")
+    "Entry point of the `conslaw` console script: an error is one line on stderr and a non-zero exit, never a traceback"
+    args = build_parser().parse_args(argv)
     try: return args.func(args)
-    except (ValueError, TypeError, OSError, ImportError) as e:
-        print(f"conslaw {args.cmd}: error: {e}", file=sys.stderr); return 2
-    except KeyboardInterrupt:
-        print(f"conslaw {args.cmd}: interrupted", file=sys.stderr); return 130
+    except KeyboardInterrupt: _say(args.cmd, 'interrupted'); return 130
+    except (ValueError, TypeError, OSError, ImportError) as e: _say(args.cmd, f"error: {e}"); return 2
+    except Exception as e:   # a failure nobody foresaw: still one line, and the way to see where it came from
+        if os.environ.get('CONSLAW_TRACEBACK', '') not in ('', '0'): raise
+        _say(args.cmd, f"internal error ({type(e).__name__}: {e}); rerun with CONSLAW_TRACEBACK=1 to see the traceback"); return 1
 
 def run_cli(argv=None)->int:
     "Parse `argv` and run the command, letting its errors raise (for scripts, tests and torchrun)"

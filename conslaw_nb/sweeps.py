@@ -6,12 +6,12 @@
 __all__ = ['SWEEP_DEFAULTS', 'sweep_configs', 'SweepResult', 'sweep', 'save_figures', 'demo_run']
 
 # %% ../nbs/17_sweeps.ipynb #77447a8c
-import os
+import math, numbers, os
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from tqdm.auto import tqdm
-from .core import save_json
-from .training import TrainConfig, train, write_records, read_records
+from .core import save_json, check_int
+from .training import TrainConfig, train, write_records, read_records, _logged
 from .analysis import (ExponentFit, fit_exponents, plot_eps_vs_step, plot_eps_vs_tau, plot_exponents,
                                  plot_bound_constant, plot_drift)
 
@@ -26,7 +26,10 @@ def sweep_configs(task:str='ptb', lrs=None, seeds=None, steps=None, extra=(('sgd
     "The `TrainConfig`s of a sweep"
     if task not in SWEEP_DEFAULTS: raise ValueError(f"task={task!r}: expected one of {sorted(SWEEP_DEFAULTS)}")
     d = SWEEP_DEFAULTS[task]
-    lrs, seeds, steps = lrs or d['lrs'], seeds or d['seeds'], steps or d['steps']
+    lrs, seeds = tuple(d['lrs'] if lrs is None else lrs), tuple(d['seeds'] if seeds is None else seeds)
+    steps = d['steps'] if steps is None else steps   # 0 stays 0, for `validate` to refuse
+    for k, v in [('lrs', lrs), ('seeds', seeds)]:
+        if not v: raise ValueError(f"{k}=(): give at least one value, or None for the task's defaults")
     base = dict(task=task, steps=steps, batch_size=d['batch_size'], seq_len=d['seq_len'] or 32) | kw
     cfgs = [TrainConfig(optim='gd', schedule='const', lr=lr, seed=s, **base) for s in seeds for lr in lrs]
     cfgs += [TrainConfig(optim=o, schedule=sc, lr=lr, seed=seeds[0], **base) for o, sc in extra for lr in lrs[::2]]
@@ -53,8 +56,13 @@ def sweep(
 )->SweepResult:
     "Train a learning-rate × seed grid (resuming), fit the exponents, write records, fit.json and figures to `out`"
     out = Path(out)
+    check_int('k_fit', k_fit)
+    if not (isinstance(tk_max, numbers.Real) and math.isfinite(tk_max) and tk_max > 0):
+        raise ValueError(f"tk_max={tk_max!r}: must be a finite number in (0, inf)")
     cfgs = sweep_configs(task, **kw)
     for cfg in cfgs: cfg.validate()    # every configuration is valid before any run starts
+    logged = set.intersection(*(_logged(c) for c in cfgs if c.optim == 'gd' and c.schedule == 'const'))
+    if k_fit not in logged: raise ValueError(f"k_fit={k_fit}: not a step the runs record; pick one of {sorted(logged)}")
     for cfg in tqdm(cfgs, desc=f'sweep {task}', disable=not progress):
         path = out/'runs'/f'{cfg.name()}.csv'
         if path.exists(): continue  # finished before: resume

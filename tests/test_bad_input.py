@@ -1,7 +1,6 @@
-"""A catalogue of bad inputs for the public functions and the CLI: each raises a ValueError (or TypeError) that names
-the problem, before heavy work; the CLI exits non-zero with one line on stderr, not a traceback."""
-import subprocess, sys
-from pathlib import Path
+"""A catalogue of bad inputs for the public functions: each raises a ValueError (or TypeError) that names the problem,
+before heavy work. The command line's bad invocations (this file's former CLI list among them) are in
+tests/test_cli_catalogue.py: one line on stderr, a non-zero exit, no traceback."""
 import pytest
 import torch
 from torch import nn
@@ -65,21 +64,3 @@ VERIFY = [
 def test_bad_input(name, call, match):
     with pytest.raises((ValueError, TypeError)) as e: call()
     assert match.lower() in str(e.value).lower(), f"{name}: message {str(e.value)!r} does not mention {match!r}"
-
-CONSLAW = str(Path(sys.executable).with_name('conslaw'))
-CLI = [
-    ['verify', '--arch', 'transformer'],
-    ['verify', '--size', '0'],
-    ['verify', '--size', 'big'],
-    ['verify', '--arch', 'swiglu', '--json', '/nonexistent/dir/v.json'],
-    ['verify', '--arch', 'swiglu', '--figure', '/nonexistent/dir/v.png'],
-    ['verify', '--arch', 'swiglu', '--device', 'cuda:7'] if not torch.cuda.is_available() else ['verify', '--device', 'tpu'],
-    ['frobnicate'],
-]
-
-@pytest.mark.parametrize('argv', CLI, ids=[' '.join(a) for a in CLI])
-def test_cli_bad_input(argv):
-    r = subprocess.run([CONSLAW, *argv], capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert 'Traceback' not in r.stderr, r.stderr
-    assert r.stderr.strip(), 'no message'
