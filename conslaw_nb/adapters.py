@@ -13,7 +13,7 @@ import torch
 from torch import nn, Tensor
 from torch.func import functional_call
 from .core import exact_ops
-from .blocks import Attention, SwiGLU, MoE, rope_angles
+from .blocks import Attention, SwiGLU, MoE, rope_angles, check_router
 from .attention import mha_laws, rope_laws
 from .ffn import swiglu_laws_fn
 from .moe import moe_laws_fn, moe_measured_theory
@@ -47,7 +47,7 @@ def _copy(m:nn.Module)->dict:
     P = {}
     for n, p in m.named_parameters():
         if not torch.isfinite(p).all():
-            raise ValueError(f"parameter {n!r} of {type(m).__name__} has non-finite entries: modules built from a config start "
+            raise ValueError(f"`module` ({type(m).__name__}): parameter {n!r} has non-finite entries: modules built from a config start "
                              "uninitialised (torch.empty); initialise them first, e.g. model.apply(model._init_weights)")
         P[n] = p.detach().to(torch.float64).clone()
     return P
@@ -280,8 +280,7 @@ def _moe(m, T, causal):
     gate = m.gate_fn if ours else 'softmax'
     if getattr(m, 'jitter_noise', 0) and m.training: raise ValueError(f"{type(m).__name__} adds router jitter noise in training mode: call .eval()")
     if getattr(m.gate, 'bias', None) is not None: raise ValueError("the router has a bias: only bias-free routers are supported")
-    if not m.gate.weight.detach().abs().sum(): raise ValueError(f"the router `gate.weight` of {type(m).__name__} is all zero (transformers "
-                                                                "initialises Qwen routers to zero): every gate is equal, not a generic point; initialise it")
+    check_router(m.gate.weight.detach(), 'module.gate.weight')     # all zero (Qwen's init) or equal rows: not a generic point
     shared = getattr(m, 'shared_expert', None)
     d1s = shared.up_proj.out_features if shared is not None else 0
     h = moe_laws_fn(m)
@@ -322,12 +321,15 @@ def adapt(
     if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
     if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 2:
         raise ValueError(f"`seq_len` = {seq_len!r}: attention needs sequences of at least 2 positions (one key alone has no laws to find)")
+    if not (causal is None or isinstance(causal, bool)):
+        raise ValueError(f"`causal` must be None (the module's own mask), True or False, got {causal!r}")
     read = _reader(module)
     if read is None:
         inner = [n for n, m in module.named_modules() if n and _reader(m)]
         hint = (f"; it holds {len(inner)} supported blocks (e.g. {', '.join(inner[:3])}): adapt one of them, or use "
                 "`law_blocks(model)` to get them all") if inner else ''
-        raise ValueError(f"adapt does not support {type(module).__name__}{hint}. Supported: " + '; '.join(w for _, _, w in _READERS))
+        raise ValueError(f"adapt does not support `module` = {type(module).__name__}{hint}. Supported: "
+                         + '; '.join(w for _, _, w in _READERS))
     params = _copy(module)
     kw = read(module, seq_len, causal)
     a = Adapted(module=module, params=params, **kw)
@@ -339,6 +341,7 @@ def law_blocks(
     model:nn.Module,     # any model: ours, plain torch or transformers (DDP-wrapped ones are unwrapped)
 )->list:                 # [(module path, Adapted)] of every law-bearing block, outermost first
     "Every block of `model` that `adapt` reads, each with the laws right for its configuration"
+    if not isinstance(model, nn.Module): raise TypeError(f"`model` must be an nn.Module, got {type(model).__name__}")
     if isinstance(getattr(model, 'module', None), nn.Module) and isinstance(model, nn.parallel.DistributedDataParallel): model = model.module
     out, taken = [], []
     for name, m in model.named_modules():

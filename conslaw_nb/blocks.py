@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['sinusoidal_pe', 'rope_angles', 'apply_rope', 'RMSNorm', 'attention', 'Attention', 'swiglu_mlp', 'SwiGLU', 'moe_gates',
-           'moe_mlp', 'Experts', 'MoE']
+           'moe_mlp', 'check_router', 'Experts', 'MoE']
 
 # %% ../nbs/03_blocks.ipynb #f728306b
 import math
@@ -32,8 +32,14 @@ def sinusoidal_pe(
 # %% ../nbs/03_blocks.ipynb #3319db1c
 _PAIRS = ('half', 'adjacent')
 
-def _check_pairs(pairs):
-    check_choice('pairs', pairs, _PAIRS, "'half' pairs columns j, j+dk/2 (Llama/Qwen `rotate_half`), 'adjacent' columns 2j, 2j+1 (RoFormer)")
+def _check_pairs(pairs, name:str='pairs'):
+    check_choice(name, pairs, _PAIRS, "'half' pairs columns j, j+dk/2 (Llama/Qwen `rotate_half`), 'adjacent' columns 2j, 2j+1 (RoFormer)")
+
+def _check_base(base, name:str='base'):
+    "A RoPE frequency base: a finite number > 0"
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or not math.isfinite(base) or base <= 0:
+        raise ValueError(f"`{name}` must be a finite number > 0 (transformers' `rope_theta`, usually 10000), got {base!r}")
+    return base
 
 def rope_angles(
     T:int,               # sequence length
@@ -42,11 +48,13 @@ def rope_angles(
     device=None, dtype=None,
 )->Tensor:               # (T, dk//2)
     "The rotation angle p·base^(−2j/dk) of pair j at position p"
+    check_int('T', T, lo=0); check_int('dk', dk); _check_base(base)
     if dk % 2: raise ValueError(f"`dk` = {dk} is odd: RoPE rotates pairs of columns, so the per-head width must be even")
     pos = torch.arange(T, device=device, dtype=torch.float64)
     a = pos[:, None] * base ** (-torch.arange(0, dk, 2, device=device, dtype=torch.float64)/dk)
     return a.to(dtype or torch.get_default_dtype())
 
+# %% ../nbs/03_blocks.ipynb #5c977769
 def apply_rope(
     x:Tensor,             # (..., T, dk) queries or keys, position along dim -2
     base:float=10000.,    # frequency base
@@ -54,6 +62,8 @@ def apply_rope(
 )->Tensor:
     "Rotate column pair j of `x` at position p by the angle p·base^(−2j/dk)"
     _check_pairs(pairs)
+    if not isinstance(x, Tensor) or x.ndim < 2:
+        raise ValueError(f"`x` must be a tensor (..., T, dk), got {getattr(x, 'shape', type(x).__name__)}")
     T, dk = x.shape[-2:]
     if dk % 2: raise ValueError(f"`x` has odd last dim dk = {dk}: RoPE rotates column pairs, so dk must be even")
     a = rope_angles(T, dk, base, x.device, x.dtype)
@@ -67,8 +77,15 @@ def apply_rope(
 # %% ../nbs/03_blocks.ipynb #418d230b
 class RMSNorm(nn.Module):
     "Root-mean-square normalization x/√(mean(x²) + eps) with a learned gain `weight`, as in Llama and Qwen"
-    def __init__(self, d:int, eps:float=1e-6, dtype=None, device=None):
+    def __init__(self,
+        d:int,              # width normalized over (the last dim)
+        eps:float=1e-6,     # added to mean(x²): a finite number >= 0
+        dtype=None, device=None,
+    ):
         super().__init__()
+        check_int('d', d)
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
+            raise ValueError(f"`eps` must be a finite number >= 0 (Llama and Qwen use 1e-6), got {eps!r}")
         self.eps, self.weight = eps, nn.Parameter(torch.ones(d, dtype=dtype, device=device))
     def forward(self, x): return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
     def extra_repr(self): return f"{self.weight.shape[0]}, eps={self.eps}"
@@ -95,7 +112,8 @@ def attention(
     backend:str='math',    # 'math' (softmax written out) or 'sdpa' (`F.scaled_dot_product_attention`)
 )->Tensor:                 # (..., T, d)
     "Multi-head (or grouped-query) self-attention from the weights of its four projections"
-    H, Hkv = n_heads, n_kv_heads or n_heads
+    H, Hkv = n_heads, n_heads if n_kv_heads is None else n_kv_heads
+    check_int('n_heads', H); check_int('n_kv_heads', Hkv)
     check_choice('backend', backend, _BACKENDS)
     if H % Hkv: raise ValueError(f"`n_kv_heads` = {Hkv} does not divide `n_heads` = {H}: every key/value head serves H/H_kv query heads")
     for n, W, h in (('q_w', q_w, H), ('k_w', k_w, Hkv), ('v_w', v_w, Hkv)):
@@ -134,23 +152,23 @@ class Attention(nn.Module):
         v_head_dim:int=None,   # value width per head; None: head_dim
         causal:bool=False,
         rope:bool=False,
-        rope_theta:float=10000.,
+        rope_theta:float=10000.,  # RoPE frequency base, > 0
         rope_pairs:str='half', # 'half' (transformers) or 'adjacent'
         backend:str='sdpa',    # 'sdpa' or 'math'
         generator=None, dtype=None, device=None,
     ):
         super().__init__()
         check_int('d', d); check_int('n_heads', n_heads)
-        n_kv_heads = n_kv_heads or n_heads
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         check_int('n_kv_heads', n_kv_heads)
         if n_heads % n_kv_heads: raise ValueError(f"`n_kv_heads` = {n_kv_heads} does not divide `n_heads` = {n_heads}: pick a divisor (1 for multi-query)")
         if head_dim is None:
             if d % n_heads: raise ValueError(f"`d` = {d} is not divisible by `n_heads` = {n_heads}: pick n_heads dividing d, or pass head_dim")
             head_dim = d // n_heads
-        v_head_dim = v_head_dim or head_dim
+        v_head_dim = head_dim if v_head_dim is None else v_head_dim
         check_int('head_dim', head_dim); check_int('v_head_dim', v_head_dim)
         if rope and head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {head_dim}: RoPE rotates pairs of columns")
-        _check_pairs(rope_pairs)
+        _check_pairs(rope_pairs, 'rope_pairs'); _check_base(rope_theta, 'rope_theta')
         check_choice('backend', backend, _BACKENDS)
         self.num_heads, self.num_key_value_heads, self.head_dim, self.v_head_dim = n_heads, n_kv_heads, head_dim, v_head_dim
         self.num_key_value_groups = n_heads // n_kv_heads
@@ -220,6 +238,21 @@ def moe_mlp(
     y = torch.einsum('edf,...ef->...ed', down, F.silu(u[..., :d1]) * u[..., d1:])   # (..., E, d)
     return torch.einsum('...e,...ed->...d', g, y)
 
+# %% ../nbs/03_blocks.ipynb #137a8fd9
+def check_router(
+    W:Tensor,              # router weight (E, d), `gate.weight`
+    where:str='router',    # how the caller names it, for the message
+)->Tensor:
+    "Refuse a router at which every expert gets the same gate for every input (all rows equal, e.g. all zero): not a generic point"
+    try: zero, same = bool((W == 0).all()), W.shape[0] > 1 and bool((W == W[:1]).all())
+    except RuntimeError: return W                          # inside torch.func.vmap, where a data-dependent test cannot run
+    if zero or same:
+        what = 'is all zero' if zero else f'has {W.shape[0]} identical rows'
+        raise ValueError(f"`{where}` (the router) {what}: every expert gets the same gate for every input, a non-generic point where "
+                         "the engine's counts are not the model's. Draw it at random (`core.random_params`, `blocks.MoE`) or initialise "
+                         "it (transformers initialises Qwen-MoE routers to zero)")
+    return W
+
 # %% ../nbs/03_blocks.ipynb #ab93bd23
 class Experts(nn.Module):
     "E SwiGLU experts stored as transformers 5 stores them: `gate_up_proj` (E, 2·d1, d) and `down_proj` (E, d, d1)"
@@ -245,7 +278,7 @@ class MoE(nn.Module):
         super().__init__()
         check_int('d', d); check_int('d_ff (d1)', d_ff)
         check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
-        check_top_k(top_k, n_experts, 'top_k'); check_choice('gate', gate, _GATES)
+        check_top_k(top_k, n_experts, 'top_k'); check_choice('gate', gate, _GATES); check_int('shared_d_ff', shared_d_ff, lo=0)
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.top_k, self.gate_fn, self.norm_topk = top_k, gate, norm_topk
         self.gate = _init_linear(d, n_experts, **kw)
@@ -256,4 +289,7 @@ class MoE(nn.Module):
         y = moe_mlp(x, self.gate.weight, self.experts.gate_up_proj, self.experts.down_proj, self.top_k, self.gate_fn, self.norm_topk)
         if hasattr(self, 'shared_expert'): y = y + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return y
+    def check_point(self, params:dict):
+        "Refuse a point whose router is not generic (`check_router`); `core.as_functional` calls it before the engine's work"
+        check_router(params.get('gate.weight', self.gate.weight), 'gate.weight')
     def extra_repr(self): return f"top_k={self.top_k}, gate={self.gate_fn!r}, norm_topk={self.norm_topk}"

@@ -9,7 +9,7 @@ __all__ = ['law_tol', 'gap_tol', 'drop_tol', 'fd_step', 'fd_tol', 'random_params
            'check_choice', 'check_top_k', 'check_finite', 'check_params', 'check_input', 'atomic_write', 'save_json']
 
 # %% ../nbs/00_core.ipynb #545c8365
-import contextlib, json, math, os, tempfile
+import contextlib, inspect, json, math, numbers, os, tempfile
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -19,43 +19,78 @@ from torch.overrides import TorchFunctionMode
 from torch.nn.attention import sdpa_kernel, SDPBackend
 
 # %% ../nbs/00_core.ipynb #77d0109d
+def _float_dtype(dtype, name:str='dtype'):
+    "`dtype` if it is a floating torch dtype, or a TypeError naming `name`"
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"`{name}` must be a floating torch dtype (torch.float64, torch.float32, ...), got {dtype!r}")
+    return dtype
+
+def _eps(dtype)->float: return torch.finfo(_float_dtype(dtype)).eps
+
 def law_tol(dtype=torch.float64)->float:
     "Largest relative |⟨∇h, ∇f⟩| of a conserved law: √ε, the rounding left in an inner product of computed gradients"
-    return torch.finfo(dtype).eps**0.5
+    return _eps(dtype)**0.5
 
 def gap_tol(dtype=torch.float64)->float:
     "Smallest singular-value gap a rank decision accepts: ε^(-1/4)"
-    return torch.finfo(dtype).eps**-0.25
+    return _eps(dtype)**-0.25
 
 def drop_tol(dtype=torch.float64)->float:
     "Largest first-dropped singular value (relative to the largest) a rank decision accepts: √ε"
-    return torch.finfo(dtype).eps**0.5
+    return _eps(dtype)**0.5
 
 def fd_step(dtype=torch.float64)->float:
     "Relative step of a central difference: ε^(1/3), which balances truncation against rounding"
-    return torch.finfo(dtype).eps**(1/3)
+    return _eps(dtype)**(1/3)
 
 def fd_tol(dtype=torch.float64)->float:
     "Largest relative disagreement of automatic and central-difference derivatives that is still rounding: ε^(1/4)"
-    return torch.finfo(dtype).eps**0.25
+    return _eps(dtype)**0.25
 
 # %% ../nbs/00_core.ipynb #6010b33c
 def _is_module(f): return isinstance(f, nn.Module)
 
+_FORMS = "a value (a tensor or numpy array) or a shape (a tuple or list of ints, or a torch.Size)"
+_ARRAY_PROTOCOLS = ('__array__', '__array_interface__', '__cuda_array_interface__', '__dlpack__')
+
+def _is_value(v)->bool:
+    "A tensor, or an array-like `torch.as_tensor` reads (numpy arrays and scalars, DLPack and CUDA arrays)"
+    return isinstance(v, Tensor) or any(hasattr(v, a) for a in _ARRAY_PROTOCOLS)
+
+def _as_value(where:str, k, v)->Tensor:
+    "The array-like `v` as a real tensor, or a TypeError naming `where[k]`"
+    try: t = v if isinstance(v, Tensor) else torch.as_tensor(v)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"`{where}[{k!r}]` ({type(v).__name__}) cannot be read as a tensor ({e}): pass {_FORMS}") from None
+    if t.is_complex(): raise TypeError(f"`{where}[{k!r}]` is complex ({t.dtype}): parameters are real; pass a float tensor or array")
+    return t
+
+def _as_shape(where:str, k, s)->tuple:
+    "The shape `s` as a tuple of ints >= 1, or an error naming `where[k]` and the accepted forms"
+    if not isinstance(s, (tuple, list)) or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in s):
+        raise TypeError(f"`{where}[{k!r}]` is a {type(s).__name__} {s!r:.60}: pass {_FORMS}")
+    if any(n < 1 for n in s): raise ValueError(f"`{where}[{k!r}]` = {tuple(s)}: every size of a shape must be at least 1")
+    return tuple(int(n) for n in s)
+
+# %% ../nbs/00_core.ipynb #73ab9cfb
+def _draw(shapes:dict, where:str, generator, dtype, device)->dict:
+    "A Gaussian tensor for every shape of `shapes` (all checked before the first draw)"
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"`generator` must be a torch.Generator or None, got {type(generator).__name__}")
+    sh = {k: _as_shape(where, k, tuple(_as_value(where, k, s).shape) if _is_value(s) else s) for k, s in shapes.items()}
+    g = generator if generator is not None else torch.Generator().manual_seed(0)
+    std = lambda s: 1/math.sqrt(s[-1]) if len(s) >= 2 else 1.
+    return {k: (torch.randn(s, generator=g, dtype=torch.float64)*std(s)).to(dtype=dtype, device=device) for k, s in sh.items()}
+
 def random_params(
-    shapes:dict,                 # name -> shape (tuple) or tensor (its shape is used)
+    shapes:dict,                 # name -> shape (a tuple or list of ints, or torch.Size), or a tensor or array (its shape is used)
     generator:torch.Generator=None, # source of randomness
     dtype=torch.float64,         # dtype of the point
     device=None,                 # device of the point
 )->dict:
     "A random point: every tensor Gaussian with std 1/sqrt(fan_in) (last dim), vectors and scalars std 1"
-    g = generator if generator is not None else torch.Generator().manual_seed(0)
-    out = {}
-    for k,s in shapes.items():
-        shape = tuple(s.shape) if isinstance(s, Tensor) else tuple(s)
-        std = 1/math.sqrt(shape[-1]) if len(shape)>=2 else 1.
-        out[k] = (torch.randn(shape, generator=g, dtype=torch.float64)*std).to(dtype=dtype, device=device)
-    return out
+    if not isinstance(shapes, dict): raise TypeError(f"`shapes` must be a dict name -> {_FORMS}, got {type(shapes).__name__}")
+    return _draw(shapes, 'shapes', generator, _float_dtype(dtype), device)
 
 # %% ../nbs/00_core.ipynb #9d5f8ed1
 def _dims(normalized_shape):
@@ -143,14 +178,39 @@ def exact_ops(dtype=torch.float64):
     with ExactOps(dtype), sdpa_kernel([SDPBackend.MATH]): yield
 
 # %% ../nbs/00_core.ipynb #50f48f3a
+def _point(params, dtype, device)->dict:
+    "The point θ of `as_functional`: values kept, shapes drawn, all in `dtype` on one device and finite"
+    if not isinstance(params, dict) or not params:
+        raise ValueError(f"`params` must be a non-empty dict name -> {_FORMS}, got {type(params).__name__} {str(params)[:40]}")
+    vals = {k: _as_value('params', k, v) for k, v in params.items() if _is_value(v)}
+    drawn = _draw({k: v for k, v in params.items() if k not in vals}, 'params', None, dtype, device)
+    dev = device if device is not None else next(iter(vals.values())).device if vals else None
+    out = {k: (vals[k] if k in vals else drawn[k]).detach().to(device=dev, dtype=dtype) for k in params}
+    for k, v in out.items():
+        if not v.numel(): raise ValueError(f"`params[{k!r}]` has shape {tuple(v.shape)}, no entries: every parameter needs at least one")
+        if not torch.isfinite(v).all(): raise ValueError(f"`params[{k!r}]` has non-finite entries (NaN/Inf): pass finite parameters")
+    return out
+
+def _point_check(f):
+    "`f.check_point`, or for a module a check calling `check_point` of each submodule that has one, on its own names"
+    if not _is_module(f): return getattr(f, 'check_point', None)
+    subs = [(n + '.' if n else '', m) for n, m in f.named_modules() if callable(getattr(m, 'check_point', None))]
+    if not subs: return None
+    def check(p):
+        for pre, m in subs: m.check_point({k[len(pre):]: v for k, v in p.items() if k.startswith(pre)})
+    return check
+
+# %% ../nbs/00_core.ipynb #677ca438
 def as_functional(
     f,                 # `f(params, x)` acting on one input, or an `nn.Module`
-    params=None,       # dict name -> tensor; for a module defaults to its named parameters
+    params=None,       # dict name -> value (tensor, array) or shape (drawn at random); for a module defaults to its parameters
     dtype=torch.float64, # dtype the parameters and buffers are cast to
     device=None,       # device; defaults to the parameters' device
     exact:bool=True,   # evaluate under `exact_ops` (primitive attention and normalizations, no float32 upcasts)
 ):
     "Normalise a model to `(fn, params)` with `fn(params, x)` on one input and params a dict of `dtype` tensors"
+    _float_dtype(dtype)
+    check = _point_check(f)
     if _is_module(f):
         mod = f
         if params is None: params = dict(mod.named_parameters())
@@ -166,15 +226,11 @@ def as_functional(
         def fn(p, x):
             with exact_ops(dtype): return inner(p, x)
         fn._exact = dtype
-    if not isinstance(params, dict) or not params: raise ValueError("`params` must be a non-empty dict name -> tensor (or shape)")
-    if not all(isinstance(v, Tensor) for v in params.values()):
-        params = random_params(params, dtype=dtype, device=device)
-    dev = device if device is not None else next(iter(params.values())).device
-    params = {k: v.detach().to(device=dev, dtype=dtype) for k,v in params.items()}
-    for k,v in params.items():
-        if not torch.isfinite(v).all(): raise ValueError(f"parameter {k!r} has non-finite entries (NaN/Inf): pass finite parameters")
+    params = _point(params, dtype, device)
+    if check is not None:
+        if getattr(fn, 'check_point', None) is not check: fn.check_point = check
+        check(params)
     return fn, params
-
 
 # %% ../nbs/00_core.ipynb #07fb1b67
 class Flat:
@@ -195,22 +251,46 @@ def gaussian_inputs(*shape, dtype=torch.float64):
     "A sampler `(n, generator) -> n` standard Gaussian inputs of `shape`, the inputs every page counts with"
     return lambda n, g: torch.randn(n, *shape, generator=g, dtype=dtype)
 
+_SAMPLER = "`sample_inputs` must be a tensor of inputs (one per row) or a callable (n, generator) -> a tensor of n inputs"
+
+def _check_sampler(sample_inputs):
+    "Refuse a callable `sample_inputs` whose signature cannot take (n, generator), before it is called"
+    try: sig = inspect.signature(sample_inputs)
+    except (TypeError, ValueError): return                          # no signature to read (some builtins): the call will tell
+    try: sig.bind(1, None)
+    except TypeError: raise TypeError(f"{_SAMPLER}, but it takes {sig}: give it the generator argument too, "
+                                      "e.g. lambda n, g: torch.randn(n, d, generator=g)") from None
+
+def _sampled(sample_inputs, n, generator)->Tensor:
+    "`sample_inputs(n, generator)`, checked to be a tensor of `n` inputs"
+    _check_sampler(sample_inputs)
+    try: X = sample_inputs(n, generator)
+    except TypeError as e: raise TypeError(f"`sample_inputs({n}, generator)` raised TypeError: {e}. {_SAMPLER}") from e
+    if not isinstance(X, Tensor): raise TypeError(f"`sample_inputs(n, generator)` must return a tensor, got {type(X).__name__}")
+    if X.ndim == 0: raise ValueError(f"`sample_inputs({n}, generator)` returned a 0-d tensor: return one input per row, (n, *x)")
+    if len(X) != n: raise ValueError(f"`sample_inputs({n}, generator)` returned {len(X)} inputs instead of {n}")
+    return X
+
 def draw_inputs(
     sample_inputs,      # a tensor of inputs, or a callable (n, generator) -> n inputs
     n:int,              # how many (None: all of a tensor)
     generator, device, dtype,
 )->Tensor:
     "`n` inputs from `sample_inputs`, on `device` and in `dtype`, checked finite"
-    if isinstance(sample_inputs, Tensor): X = sample_inputs[:n] if n is not None else sample_inputs
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+        raise ValueError(f"`n` must be None (all of a tensor) or an integer >= 0, got {n!r}")
+    if isinstance(sample_inputs, Tensor):
+        if sample_inputs.ndim == 0: raise ValueError(f"{_SAMPLER}; got a 0-d tensor")
+        X = sample_inputs[:n] if n is not None else sample_inputs
+    elif callable(sample_inputs): X = _sampled(sample_inputs, n, generator)
     else:
-        if not callable(sample_inputs): raise TypeError("`sample_inputs` must be a tensor of inputs or a callable (n, generator) -> tensor")
-        X = sample_inputs(n, generator)
-        if not isinstance(X, Tensor): raise TypeError(f"`sample_inputs(n, generator)` must return a tensor, got {type(X).__name__}")
-        if len(X) != n: raise ValueError(f"`sample_inputs({n}, generator)` returned {len(X)} inputs instead of {n}")
+        hint = ': convert an array with torch.as_tensor' if _is_value(sample_inputs) else ''
+        raise TypeError(f"{_SAMPLER}, got {type(sample_inputs).__name__}{hint}")
     X = X.to(device=device, dtype=dtype if X.is_floating_point() else X.dtype)
     if X.is_floating_point() and not torch.isfinite(X).all(): raise ValueError("`sample_inputs` produced non-finite inputs")
     return X
 
+# %% ../nbs/00_core.ipynb #c08c3155
 def flat_model(fn, flat):
     "`fx(theta, x)`: the model's outputs on one input as a flat vector"
     return lambda theta, x: fn(flat.unflatten(theta), x).reshape(-1)
@@ -255,7 +335,9 @@ def check_int(name:str, v, lo:int=1, hint:str='')->int:
 
 def check_choice(name:str, v, choices, hint:str=''):
     "`v` if it is one of `choices`, or a ValueError listing them"
-    if v not in choices: raise ValueError(f"`{name}` must be one of {list(choices)}, got {v!r}" + (f": {hint}" if hint else ''))
+    try: ok = v in choices
+    except TypeError: ok = False                           # an unhashable `v` is none of them
+    if not ok: raise ValueError(f"`{name}` must be one of {list(choices)}, got {v!r}" + (f": {hint}" if hint else ''))
     return v
 
 def check_top_k(k, E:int, name:str='k'):
@@ -326,8 +408,17 @@ def atomic_write(
         os.unlink(tmp); raise
     return path
 
-def save_json(obj, path)->Path:
-    "Write `obj` as JSON to `path` atomically; the folder must exist"
+def save_json(
+    obj,         # what `json.dump` writes; tensors and numpy numbers of one element are written as floats
+    path,        # the file; its folder must exist
+)->Path:
+    "Write `obj` as JSON to `path` atomically; the folder must exist, and nothing is written unless all of `obj` encodes"
+    if not isinstance(path, (str, os.PathLike)): raise TypeError(f"`path` must be a str or a pathlib.Path, got {type(path).__name__}")
     path = Path(path)
-    if not path.parent.exists(): raise ValueError(f"folder {str(path.parent)!r} does not exist: create it or choose another path")
-    return atomic_write(path, lambda f: json.dump(obj, f, indent=1, default=float))
+    if not path.parent.exists(): raise ValueError(f"`path`: folder {str(path.parent)!r} does not exist: create it or choose another path")
+    if path.is_dir(): raise ValueError(f"`path` = {str(path)!r} is a folder: pass a file name inside it")
+    try: text = json.dumps(obj, indent=1, default=float)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"`obj` cannot be written as JSON ({e}): use dicts, lists, str, int, float, bool and None "
+                        "(tensors and numpy numbers of one element are written as floats)") from None
+    return atomic_write(path, lambda f: f.write(text))
