@@ -10,7 +10,7 @@ __all__ = ['mha', 'mha_theory', 'rope_theory', 'mha_span_theory', 'SelfAttention
 import torch
 from torch import nn, Tensor
 from . import blocks
-from .core import check_params, check_finite, gaussian_inputs
+from .core import check_params, check_finite, check_int, check_choice, gaussian_inputs
 from .pde import Problem
 from .blocks import sinusoidal_pe, _check_pairs
 
@@ -39,16 +39,19 @@ def mha(
 )->Tensor:                # (T, d)
     "Multi-head attention Σ_i softmax(X Q_i K_{g(i)}ᵀ Xᵀ/√dk) X V_{g(i)} O_iᵀ (g(i) = i // (H/H_kv)), through `blocks.attention`"
     H, d, dk, dv = _check_qkvo(params)
+    check_finite(params)                                         # skipped under vmap, where it cannot run
     Hkv = params['K'].shape[0]
+    if not isinstance(X, Tensor): raise TypeError(f"`X` must be a tensor: a sequence (T, d) with d = {d}, got {type(X).__name__}")
     if X.dim() < 2 or X.shape[-1] != d: raise ValueError(f"`X` has shape {tuple(X.shape)}: pass a sequence (T, d) with d = {d}, the width of Q")
     T = X.shape[-2]
     if T == 0: raise ValueError("`X` has sequence length T = 0: pass at least one position")
     if rope and dk % 2: raise ValueError(f"rope=True needs an even dk, got odd dk = {dk}: use an even per-head width")
-    _check_pairs(rope_pairs)
+    _check_pairs(rope_pairs, 'rope_pairs')
     if isinstance(pe, str):
         if pe != 'sinusoidal': raise ValueError(f"`pe` = {pe!r}: use None, 'sinusoidal' or a (T, d) tensor")
         pe = sinusoidal_pe(T, d, X.device, X.dtype)
     if pe is not None:
+        if not isinstance(pe, Tensor): raise TypeError(f"`pe` must be None, 'sinusoidal' or a (T, d) tensor, got {type(pe).__name__}")
         if pe.shape[-2:] != (T, d): raise ValueError(f"`pe` has shape {tuple(pe.shape)} but X is {(T, d)}: pass a (T, d) encoding")
         X = X + pe
     proj = lambda W: W.transpose(1, 2).reshape(-1, d)           # (heads, d, dh) -> (heads·dh, d), nn.Linear rows
@@ -232,6 +235,10 @@ def mha_problem(
 )->Problem:
     "Multi-head attention at these sizes: its laws (`mha_laws` or `rope_laws`) and the paper's count (Thm 4.3 or 4.4)"
     dv = dk if dv is None else dv
+    for k, v in dict(H=H, d=d, dk=dk, dv=dv, T=T).items(): check_int(k, v)
+    if pe is not None and not isinstance(pe, str):
+        raise TypeError(f"`pe` must be None or 'sinusoidal', got a {type(pe).__name__}: a tensor encoding goes to `mha` itself")
+    check_choice('pe', pe, (None, 'sinusoidal'))
     shapes = {'Q': (H, d, dk), 'K': (H, d, dk), 'V': (H, d, dv), 'O': (H, d, dv)}
     if rope: return Problem(lambda p, X: mha(p, X, rope=True), shapes, gaussian_inputs(T, d), rope_laws, rope_theory(H, dk, dv))
     return Problem(lambda p, X: mha(p, X, pe=pe), shapes, gaussian_inputs(T, d), mha_laws, mha_theory(H, dk, dv))

@@ -6,21 +6,36 @@
 __all__ = ['find_laws', 'LawMatch', 'compare_laws']
 
 # %% ../nbs/11_discovery.ipynb #290411df
-import time
+import inspect, time
 from dataclasses import dataclass
 import torch
-from .core import as_functional, random_params
+from .core import as_functional, random_params, check_int
 from .rank import rank_decision
 from .pde import count_laws, check_laws, law_gradients
 from .lawsearch import Ansatz, law_nullspace, sparse_basis, independent_laws
 from .lawtext import Law, Laws, group_laws, readable_coef
 
 # %% ../nbs/11_discovery.ipynb #ab6bc5a8
-def _check_args(degree, ansatz, sample_inputs):
-    "Refuse, with what to pass instead, a degree, an ansatz or missing inputs `find_laws` cannot take"
+_OWN = ('seed', 'dtype')   # count_laws arguments find_laws passes itself
+
+def _check_count_kw(count_kw):
+    "Refuse a `count_kw` that is not a dict of `count_laws`' keyword-only arguments (less those find_laws sets)"
+    if count_kw is None: return
+    if not isinstance(count_kw, dict): raise TypeError(f"`count_kw` must be a dict of count_laws arguments, got {type(count_kw).__name__}")
+    kw = [n for n, p in inspect.signature(count_laws).parameters.items() if p.kind is p.KEYWORD_ONLY and n not in _OWN]
+    own = [k for k in count_kw if k in _OWN]
+    if own: raise ValueError(f"`count_kw` sets {own}, which find_laws passes itself: give them to find_laws")
+    bad = [k for k in count_kw if k not in kw]
+    if bad: raise ValueError(f"`count_kw` has {bad}, which count_laws does not take: use some of {kw}")
+
+def _check_args(degree, ansatz, sample_inputs, dense_max:int=30, n_inputs:int=None, count_kw:dict=None):
+    "Refuse, with what to pass instead, a degree, an ansatz, missing inputs or sizes `find_laws` cannot take"
     if degree not in (1, 2): raise ValueError(f"`degree` must be 1 or 2, got {degree!r}")
     if ansatz not in ('auto', 'dense', 'blocks'): raise ValueError(f"`ansatz` must be 'auto', 'dense' or 'blocks', got {ansatz!r}")
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
+    check_int('dense_max', dense_max, 1, "the largest D searched with the dense ansatz under ansatz='auto'")
+    if n_inputs is not None: check_int('n_inputs', n_inputs, 1, 'inputs per random point, or None for ceil(D/K)+2')
+    _check_count_kw(count_kw)
 
 def _laws_of(V, A:Ansatz, params:dict, seed:int)->list:
     "The readable, independent laws in the null-space basis `V` (float64 rows) of ansatz `A`"
@@ -47,7 +62,7 @@ def find_laws(
 )->Laws:
     "A basis of the polynomial conservation laws of degree ≤ `degree` of `f`, readable and callable"
     t0 = time.perf_counter()
-    _check_args(degree, ansatz, sample_inputs)
+    _check_args(degree, ansatz, sample_inputs, dense_max, n_inputs, count_kw)
     fn, params = as_functional(f, params, dtype, device)
     D = sum(v.numel() for v in params.values())
     kind = 'linear' if degree == 1 else ('dense' if D <= dense_max else 'blocks') if ansatz == 'auto' else ansatz

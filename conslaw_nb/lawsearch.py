@@ -168,6 +168,8 @@ def _sampler(fn, params:dict, ansatz:Ansatz, sample_inputs, n_inputs, g:torch.Ge
     "`batch()`: the constraint rows at one fresh random θ, with `n_inputs` inputs (default ⌈D/K⌉ + 2) drawn there"
     flat, D = ansatz.flat, ansatz.D
     dev = flat.flatten(params).device
+    if isinstance(sample_inputs, Tensor) and sample_inputs.ndim and not len(sample_inputs):
+        raise ValueError(f"`sample_inputs` is an empty tensor {tuple(sample_inputs.shape)}: pass at least one input (one per row)")
     x0 = draw_inputs(sample_inputs, 1, g, dev, dtype)[0]
     n_in = n_inputs or (math.ceil(D/output_dim(fn, params, x0)) + 2)
     shapes = {k: tuple(v.shape) for k, v in params.items()}

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch.func import jacrev, vmap, jvp, grad
 from torch.overrides import TorchFunctionMode
 from .core import (as_functional, Flat, random_params, draw_inputs, flat_model, output_dim, normalize_rows,
-                             model_errors, law_tol, fd_step, fd_tol)
+                             model_errors, law_tol, fd_step, fd_tol, check_int)
 from .rank import RankDecision, rank_decision
 
 # %% ../nbs/02_pde.ipynb #13c2ca81
@@ -281,6 +281,24 @@ def _n_args(f):
     if any(p.kind == p.VAR_POSITIONAL for p in ps): return None
     return sum(1 for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
+def _opt_int(name, v, lo=1):
+    "None, or an integer >= `lo`"
+    if v is not None: check_int(name, v, lo, hint='or None for the default')
+
+def _check_count_args(seed, n_samples, max_depth, max_samples, patience, bracket_patience, min_gap, unseen_tol, sample_inputs):
+    "The numeric arguments of `count_laws`, refused before any work"
+    check_int('seed', seed, 0); _opt_int('n_samples', n_samples); check_int('max_depth', max_depth)
+    _opt_int('max_samples', max_samples); _opt_int('patience', patience); check_int('bracket_patience', bracket_patience)
+    if min_gap is not None and not (isinstance(min_gap, (int, float)) and math.isfinite(min_gap) and min_gap > 1):
+        raise ValueError(f"`min_gap` = {min_gap!r}: a singular-value gap is a ratio; pass a finite number > 1, or None for the default")
+    if not (isinstance(unseen_tol, float) or isinstance(unseen_tol, int) and not isinstance(unseen_tol, bool)) or not 0 < unseen_tol < 1:
+        raise ValueError(f"`unseen_tol` = {unseen_tol!r}: pass a probability mass in (0, 1), e.g. 1e-4")
+    if isinstance(sample_inputs, Tensor) and sample_inputs.dim() == 0:
+        raise ValueError("`sample_inputs` is a 0-d tensor: pass a batch of inputs (first dimension: the inputs), or a callable")
+
+def _check_law_fn(h, name='h'):
+    if not callable(h): raise TypeError(f"`{name}` must be a callable h(params) -> tensor or dict of tensors (the laws), got {type(h).__name__}")
+
 def _check_order(h, f):
     "Refuse `check_laws(f, h, ...)`: the laws first (one argument), then the model (two)"
     if _n_args(f) == 1 and (_n_args(h) == 2 or isinstance(h, nn.Module)):
@@ -310,7 +328,7 @@ def count_laws(
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
-    if bracket_patience < 1: raise ValueError(f"`bracket_patience` must be at least 1, got {bracket_patience}")
+    _check_count_args(seed, n_samples, max_depth, max_samples, patience, bracket_patience, min_gap, unseen_tol, sample_inputs)
     if _n_args(f) == 1: raise ValueError("`f` takes one argument, like a law h(params): count_laws takes the model, "
                                          "f(params, x) on one input (or an nn.Module): count_laws(f, params, sample_inputs)")
     fn, params = as_functional(f, params, dtype, device, exact)
@@ -319,7 +337,6 @@ def count_laws(
     if isinstance(sample_inputs, Tensor) and len(sample_inputs) == 0: raise ValueError("`sample_inputs` is an empty tensor: pass at least one input")
     x0 = draw_inputs(sample_inputs, 1, g, theta.device, dtype)[0]
     K = output_dim(fn, params, x0)
-    if not 0 < unseen_tol < 1: raise ValueError(f"`unseen_tol` = {unseen_tol!r}: pass a probability mass in (0, 1), e.g. 1e-4")
     if max_depth >= 2:                    # brackets need forward-mode AD: find out now, not after sampling the span
         with model_errors(): jvp(lambda th: flat_model(fn, flat)(th, x0), (theta,), (torch.ones_like(theta),))
     pw = piecewise_ops(fn, params, x0)
@@ -388,7 +405,8 @@ def check_laws(
     exact:bool=True,       # evaluate the model under `exact_ops`
 )->LawCheck:
     "The largest relative |<∇h_j(θ), ∇_θ f_k(θ; x)>| over the laws in `h` and sampled inputs x and outputs k"
-    _check_order(h, f)
+    _check_law_fn(h); _check_order(h, f)
+    check_int('n_samples', n_samples); check_int('seed', seed, 0)
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     fn, params = as_functional(f, params, dtype, device, exact)
     flat = Flat(params); theta = flat.flatten(params)
@@ -414,6 +432,7 @@ def laws_rank(
     min_gap:float=None,  # passed to `rank_decision`
 )->RankDecision:
     "How many entries of `h` are functionally independent at `params`: the rank of their gradients, with its gap"
+    _check_law_fn(h)
     G = law_gradients(h, params, dtype, device)
     return rank_decision(torch.linalg.svdvals(G), G.shape[0], G.shape[1], dtype=dtype, min_gap=min_gap)
 
@@ -437,6 +456,9 @@ def completeness(
 )->Completeness:
     "Verdict on candidate laws `h` of model `f`: 'complete' when they are conserved, independent and as many as counted"
     if tol is None: tol = law_tol(dtype)
+    if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol > 0):
+        raise ValueError(f"`tol` = {tol!r}: pass a finite positive orthogonality tolerance, or None for √ε")
+    if h is not None: _check_law_fn(h); _check_order(h, f)
     fn, params = as_functional(f, params, dtype, device, exact)
     if h is None: h = lambda p: next(iter(p.values())).new_zeros(0)    # no candidates: 'complete' iff there are no laws
     cnt = count_laws(fn, params, sample_inputs, seed=seed, dtype=dtype, **count_kw)

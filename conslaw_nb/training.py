@@ -90,7 +90,9 @@ class TrainConfig:
     def validate(self):
         "Raise a ValueError naming the first field that is not supported, and the fix, before any data is loaded or model built"
         for k, choices in [('task', TASKS), ('optim', OPTIMS), ('schedule', SCHEDULES), ('dtype', DTYPES)]:
-            if getattr(self, k) not in choices: raise ValueError(f"{k}={getattr(self, k)!r} is not supported: use one of {list(choices)}")
+            try: ok = getattr(self, k) in choices
+            except TypeError: ok = False                   # an unhashable value (a list) is none of them
+            if not ok: raise ValueError(f"{k}={getattr(self, k)!r} is not supported: use one of {list(choices)}")
         for k, lo in [('steps', 1), ('batch_size', 1), ('seq_len', 1), ('seed', 0), ('n_log', 1), ('log_every', 0)]:
             check_int(k, getattr(self, k), lo)
         _check_real('lr', self.lr, lo_open=True); _check_real('weight_decay', self.weight_decay)

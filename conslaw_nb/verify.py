@@ -10,7 +10,7 @@ import importlib.util, math, time
 from dataclasses import dataclass
 from pathlib import Path
 import torch
-from .core import save_json
+from .core import save_json, check_int
 from .pde import Problem
 from . import ffn, attention, moe
 
@@ -64,8 +64,11 @@ def verify_arch(
     tol:float=None,      # orthogonality tolerance (default `core.law_tol`)
 )->dict:
     "One verification row: D, stated and measured law counts, the stated laws' orthogonality and rank, the verdict"
-    if name not in ARCHS: raise ValueError(f"unknown architecture {name!r}: choose from {', '.join(ARCHS)}")
-    if not isinstance(size, int) or size < 1: raise ValueError(f"`size` must be an integer >= 1, got {size!r}")
+    if not isinstance(name, str) or name not in ARCHS:
+        raise ValueError(f"unknown architecture: `name` = {name!r}; choose from {', '.join(ARCHS)}")
+    check_int('size', size, 1, 'it multiplies every width'); check_int('seed', seed, 0)
+    if tol is not None and (not isinstance(tol, (int, float)) or isinstance(tol, bool) or not math.isfinite(tol) or tol <= 0):
+        raise ValueError(f"`tol` must be None (the default, `core.law_tol`) or a finite number > 0, got {tol!r}")
     t0 = time.perf_counter()
     pb = ARCHS[name].problem(size)
     v = pb.check(seed, device, tol=tol)                     # the verdict ladder is `completeness`'s
@@ -88,9 +91,10 @@ def verify(
     progress:bool=False, # show a tqdm bar
 )->list:
     "Verification rows for `archs`"
-    names = list(ARCHS) if archs is None else list(archs)
+    names = list(ARCHS) if archs is None else [archs] if isinstance(archs, str) else list(archs)   # one name is a list of one
     for n in names:
-        if n not in ARCHS: raise ValueError(f"unknown architecture {n!r}: choose from {', '.join(ARCHS)}")
+        if not isinstance(n, str) or n not in ARCHS:
+            raise ValueError(f"unknown architecture {n!r} in `archs`: choose from {', '.join(ARCHS)}")
     if progress:
         from tqdm.auto import tqdm
         names = tqdm(names, desc='verify', leave=False)
