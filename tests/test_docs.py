@@ -47,6 +47,8 @@ def test_markdown_helpers():
     pages = {'pde.html': 'pde.md', '02_pde.ipynb': 'pde.md'}
     got = docs_build.rewrite_links('[a](https://h/b/pde.html#x) [b](02_pde.ipynb) <a href="pde.html#y">', pages, 'https://h/b/')
     assert got == '[a](pde.md#x) [b](pde.md) <a href="pde.html#y">'
+    got = docs_build.rewrite_links('[m](https://h/b/pde.html#problem.check)', pages, 'https://h/b/')
+    assert got == '[m](pde.md#problem)'                  # a method links to its class's section
     assert docs_build._cell_options('#| echo: false\n#| code-fold: show\nx = 1')[0] == {'echo': False, 'code-fold': 'show'}
 
 

@@ -210,6 +210,8 @@ def rewrite_links(md: str, pages: dict[str, str], doc_prefix: str) -> str:
     def fix(url, ext='.md'):   # Markdown links name the .md (MkDocs checks them); raw HTML ones the .html
         u = url[len(doc_prefix):] if doc_prefix and url.startswith(doc_prefix) else url
         path, hash_, frag = u.partition('#')
+        # nbdev links `Class.method` to `page#class.method`, but its pages document classes, not their methods: the class
+        frag = frag.split('.')[0] if path in pages else frag
         if path in pages: return pages[path][:-len('.md')] + ext + hash_ + frag
         return url
     def sub(text):
