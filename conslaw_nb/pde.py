@@ -15,10 +15,10 @@ import torch
 import sympy as sp
 from torch import nn, Tensor
 import torch.nn.functional as F
-from torch.func import jacrev, vmap, jvp, grad
+from torch.func import jacrev, vmap, jvp, vjp, grad
 from torch.overrides import TorchFunctionMode
 from .core import (as_functional, Flat, random_params, draw_inputs, flat_model, output_dim, normalize_rows,
-                             model_errors, law_tol, fd_step, fd_tol, check_int)
+                             model_errors, law_tol, fd_step, fd_tol, check_int, check_choice)
 from .rank import RankDecision, rank_decision
 
 # %% ../nbs/02_pde.ipynb #13c2ca81
@@ -393,6 +393,34 @@ class LawCheck:
     def __float__(self): return self.max_rel
     def __repr__(self): return f"LawCheck(max_rel={self.max_rel:.2e}, n_laws={self.n_laws}, n_rows={self.n_rows}, n_constant={self.n_constant})"
 
+_CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + rows) × D matrices before going matrix-free
+
+def _check_free(hv, fx, theta, X, K, n_dirs, g, budget):
+    """Matrix-free check: |⟨∇h_j, J_xᵀu⟩| / (‖∇h_j‖ ‖J_xᵀu‖) for every law j, input x and output direction u. A chunk of
+    rows r = J_xᵀu comes from VJPs of the model; ⟨∇h_j, r⟩ for every law at once is one JVP of h along r; the law-gradient
+    norms come from VJPs of h, a chunk of laws at a time. Never a (laws × D) or (rows × D) matrix beyond `budget` bytes.
+    Directions: every output (u = e_k) when K <= n_dirs, else n_dirs Gaussian ones. Returns (per-law max, ‖∇h_j‖, rows)"""
+    D, dev, dt = theta.numel(), theta.device, theta.dtype
+    L, N = hv(theta).numel(), len(X)
+    U = (torch.eye(K, dtype=dt, device=dev).expand(N, K, K) if K <= n_dirs else
+         torch.randn(N, n_dirs, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dt))
+    m, tiny = U.shape[1], torch.finfo(dt).tiny
+    _, back_h = vjp(hv, theta)
+    cl = max(1, budget // (8*(D + L)))
+    onehot = lambda j: F.one_hot(torch.arange(j, min(j + cl, L), device=dev), L).to(dt)             # cotangents picking laws
+    gn = torch.cat([vmap(lambda e: back_h(e)[0].norm())(onehot(j)) for j in range(0, L, cl)])        # (L,)
+    def rows(x, Ux):
+        _, back = vjp(lambda th: fx(th, x), theta)
+        return vmap(lambda u: back(u)[0])(Ux)                                                        # (m, D)
+    along = lambda r: jvp(hv, (theta,), (r,))[1]                                                      # (L,): ⟨∇h_j, r⟩
+    cx, best = max(1, budget // (8*m*(D + L))), torch.zeros(L, dtype=dt, device=dev)
+    for i in range(0, N, cx):
+        with model_errors(): R = vmap(rows)(X[i:i+cx], U[i:i+cx]).reshape(-1, D)                       # (c·m, D)
+        rn = R.norm(dim=1)
+        rel = vmap(along)(R).abs() / (rn[:, None]*gn[None]).clamp_min(tiny)                          # (c·m, L)
+        best = torch.maximum(best, rel.masked_fill(rn[:, None] == 0, 0.).max(0).values)
+    return best, gn, N*m
+
 def check_laws(
     h,                     # candidate laws: `h(params)` -> tensor or dict of tensors, every entry a law
     f,                     # model: `f(params, x)` or an `nn.Module`
@@ -403,26 +431,34 @@ def check_laws(
     seed:int=0,            # seeds the inputs
     dtype=torch.float64, device=None,
     exact:bool=True,       # evaluate the model under `exact_ops`
+    method:str='auto',     # 'dense' (every ∇f_k(x) as a row), 'matrix_free' (VJPs/JVPs in chunks), or 'auto' (by memory)
+    n_dirs:int=8,          # matrix-free: output directions u per input (every output when K <= n_dirs)
+    budget:int=_CHECK_BUDGET, # bytes: 'auto' goes matrix-free past it, and the matrix-free chunks stay within it
 )->LawCheck:
     "The largest relative |<∇h_j(θ), ∇_θ f_k(θ; x)>| over the laws in `h` and sampled inputs x and outputs k"
     _check_law_fn(h); _check_order(h, f)
-    check_int('n_samples', n_samples); check_int('seed', seed, 0)
+    check_int('n_samples', n_samples); check_int('seed', seed, 0); check_int('n_dirs', n_dirs); check_int('budget', budget)
+    check_choice('method', method, ('auto', 'dense', 'matrix_free'))
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     fn, params = as_functional(f, params, dtype, device, exact)
     flat = Flat(params); theta = flat.flatten(params)
     g = torch.Generator().manual_seed(seed)
     X = draw_inputs(sample_inputs, None if isinstance(sample_inputs, Tensor) else n_samples, g, theta.device, dtype)
     if len(X) == 0: raise ValueError("`sample_inputs` is empty: pass at least one input")
-    output_dim(fn, params, X[0])
-    G = jacrev(_law_fn(h, flat))(theta)                                  # (L, D)
-    J = jacobian_rows(fn, flat, theta, X)                                # (N·K, D)
-    gn, jn = G.norm(dim=1), J.norm(dim=1)
-    rel = (G @ J.T).abs() / (gn[:,None]*jn[None,:]).clamp_min(torch.finfo(dtype).tiny)
-    rel[:, jn == 0] = 0.
-    per_law = rel.max(1).values
+    K, hv = output_dim(fn, params, X[0]), _law_fn(h, flat)
+    if method == 'auto': method = 'dense' if 8*flat.D*(hv(theta).numel() + len(X)*K) <= budget else 'matrix_free'
+    if method == 'matrix_free':
+        per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs, g, budget)
+    else:
+        G = jacrev(hv)(theta)                                                # (L, D)
+        J = jacobian_rows(fn, flat, theta, X)                                # (N·K, D)
+        gn, jn = G.norm(dim=1), J.norm(dim=1)
+        rel = (G @ J.T).abs() / (gn[:,None]*jn[None,:]).clamp_min(torch.finfo(dtype).tiny)
+        rel[:, jn == 0] = 0.
+        per_law, n_rows = rel.max(1).values, J.shape[0]
     per_law[gn == 0] = float('nan')
     live = per_law[gn > 0]
-    return LawCheck(float(live.max()) if len(live) else 0., per_law.cpu(), G.shape[0], J.shape[0], int((gn == 0).sum()))
+    return LawCheck(float(live.max()) if len(live) else 0., per_law.cpu(), len(gn), n_rows, int((gn == 0).sum()))
 
 # %% ../nbs/02_pde.ipynb #399b01b4
 def laws_rank(
