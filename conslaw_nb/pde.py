@@ -177,6 +177,7 @@ class _PiecewiseProbe(TorchFunctionMode):
             self.ops.append(getattr(func, '__name__', str(func)))
         return out
 
+# %% ../nbs/02_pde.ipynb #456c615c
 def piecewise_ops(
     fn, params:dict, x:Tensor,  # the model `fn(params, x)`, a point and one input
 )->tuple:                       # names of the non-analytic functions the model applies to x or θ (empty: analytic)
@@ -210,6 +211,7 @@ class _Regions:
     @property
     def unseen(self): return good_turing(self.counts.values())[0] if self.active else None
 
+# %% ../nbs/02_pde.ipynb #84c205e4
 def _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples, regions, unseen_tol):
     "Phase 1 of `count_laws`: rows ∇f_k(θ; x) until the span W(θ) is saturated; returns (dim W, inputs, inputs used)"
     D, dev = flat.D, theta.device
@@ -421,6 +423,7 @@ def _check_free(hv, fx, theta, X, K, n_dirs, g, budget):
         best = torch.maximum(best, rel.masked_fill(rn[:, None] == 0, 0.).max(0).values)
     return best, gn, N*m
 
+# %% ../nbs/02_pde.ipynb #7f7a45ce
 def check_laws(
     h,                     # candidate laws: `h(params)` -> tensor or dict of tensors, every entry a law
     f,                     # model: `f(params, x)` or an `nn.Module`
