@@ -6,7 +6,7 @@
 __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', 'RSS_SAMPLE_S', 'MB', 'SPEED_CASES', 'ACTIVE_LO',
            'ACTIVE_SPREAD', 'THRESHOLD_NUDGE', 'N_QUANTILE', 'RELU_PATIENCE', 'RELU_RETRY', 'LINEAR_MAX_DEPTH',
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
-           'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'TARGETS', 'NOTES', 'gauss', 'mha_rope',
+           'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'TARGETS', 'NOTES', 'mha_rope',
            'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent',
            'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net', 'linear_laws',
            'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite', 'relu_suite',
@@ -18,7 +18,8 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
 import contextlib, math, os, platform, random, statistics, threading, time
 from dataclasses import dataclass
 import torch
-from .core import as_functional, Flat, random_params, draw_inputs, output_dim, flat_model, normalize_rows, save_json
+from .core import (as_functional, Flat, random_params, draw_inputs, output_dim, flat_model, normalize_rows, save_json,
+                             gaussian_inputs)
 from .rank import rank_decision
 from .pde import count_laws, laws_rank, jacobian_rows, bracket_terms
 from .ffn import swiglu
@@ -29,10 +30,6 @@ from .training import TrainConfig, TASKS
 
 # %% ../nbs/19_bench.ipynb #74dc351a
 SWIGLU_SRC, MHA_SRC = 'conslaw_nb.ffn.swiglu', 'conslaw_nb.attention.mha'
-
-def gauss(*shape, dtype=torch.float64):
-    "A sampler `(n, generator) -> (n, *shape)` of standard Gaussian inputs"
-    return lambda n, g: torch.randn(n, *shape, generator=g, dtype=dtype)
 
 def mha_rope(p, X):
     "`attention.mha` with rotary position embeddings"
@@ -51,12 +48,12 @@ class BenchCase:
 
 def swiglu_case(d:int, d1:int)->BenchCase:
     "A SwiGLU block of width `d` and hidden width `d1`: `d1` laws"
-    return BenchCase(swiglu, {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}, gauss(d), d1)
+    return BenchCase(swiglu, {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}, gaussian_inputs(d), d1)
 
 def mha_case(H:int, d:int, dk:int, T:int, *, rope:bool=False)->BenchCase:
     "Attention, `H` heads of width `dk`, `T` tokens of width `d`: 2H·dk(dk+1)/2 laws, H·(dk/2 + dk(dk+1)/2) with RoPE"
     laws = H*(dk//2 + dk*(dk+1)//2) if rope else H*2*(dk*(dk+1)//2)
-    return BenchCase(mha_rope if rope else mha, {n: (H, d, dk) for n in 'QKVO'}, gauss(T, d), laws)
+    return BenchCase(mha_rope if rope else mha, {n: (H, d, dk) for n in 'QKVO'}, gaussian_inputs(T, d), laws)
 
 # %% ../nbs/19_bench.ipynb #8f0877cb
 BASELINE_EXTRA = 4          # n0 = ceil(D/K) + 4 inputs in the first batch (the floor draws as many)
@@ -294,7 +291,7 @@ def anchor_widths(n_nets:int=50, seed:int=0)->tuple:
 def linear_row(w:list, seed:int, device=None)->dict:
     "The count of one linear net, checked against `laws_rank` of the known laws and, where it applies, the formula"
     p = random_params({f'W{i}': (w[i+1], w[i]) for i in range(len(w)-1)}, torch.Generator().manual_seed(seed), device=device)
-    c = count_laws(linear_net, p, gauss(w[0]), seed=seed, max_depth=LINEAR_MAX_DEPTH, device=device)
+    c = count_laws(linear_net, p, gaussian_inputs(w[0]), seed=seed, max_depth=LINEAR_MAX_DEPTH, device=device)
     known, inner = laws_rank(linear_laws, p).rank, range(1, len(w)-1)
     formula = sum(w[i]*(w[i]+1)//2 for i in inner) if all(w[i] <= min(w[i-1], w[i+1]) for i in inner) else None
     return dict(widths=w, D=c.n_params, engine=c.n_laws, known=known, formula=formula, dims=c.dims_by_depth,
@@ -302,7 +299,7 @@ def linear_row(w:list, seed:int, device=None)->dict:
 
 def relu_row(w:list, seed:int, device=None, patience:int=RELU_PATIENCE)->dict:
     "The count of one ReLU net at centred thresholds, checked against its number of hidden neurons"
-    c = count_laws(relu_net, centred_relu_params(w, seed, device), gauss(w[0]), seed=seed, patience=patience, device=device)
+    c = count_laws(relu_net, centred_relu_params(w, seed, device), gaussian_inputs(w[0]), seed=seed, patience=patience, device=device)
     return dict(widths=w, D=c.n_params, engine=c.n_laws, known=sum(w[1:-1]), dims=c.dims_by_depth,
                 ok=c.n_laws == sum(w[1:-1]))
 

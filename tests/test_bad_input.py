@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 from conslaw_nb.core import random_params
-from conslaw_nb.pde import count_laws, check_laws, laws_rank, completeness
+from conslaw_nb.pde import count_laws, check_laws, laws_rank
 from conslaw_nb import ffn, attention, moe, verify, blocks
 
 f64 = dict(dtype=torch.float64)

@@ -1,7 +1,6 @@
 """Property tests: over random sizes and seeds, the engine's count equals the theory formula the library states, and the
 stated laws pass `check_laws`. Families from the engine page (linear, ReLU, products) live here; the paper's families
 (FFN, SwiGLU, MHA, PE, RoPE, MoE) are driven through `conslaw_nb.verify`'s builders."""
-import math
 import torch
 from hypothesis import given, settings, strategies as st
 from conslaw_nb.core import random_params

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conslaw_nb.core import random_params
 from conslaw_nb.rank import rank_decision, AmbiguousRankError
-from conslaw_nb.pde import count_laws, laws_rank
+from conslaw_nb.pde import count_laws
 from conftest import tally
 
 def gauss(n_in, dtype=torch.float64): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=dtype)
