@@ -9,14 +9,14 @@ __all__ = ['find_laws', 'LawMatch', 'compare_laws']
 import inspect, time
 from dataclasses import dataclass
 import torch
-from .core import as_functional, random_params, check_int
+from .core import as_functional, random_params, check_int, check_choice
 from .rank import rank_decision
-from .pde import count_laws, check_laws, law_gradients
+from .pde import count_laws, check_laws, law_gradients, LOSSES
 from .lawsearch import Ansatz, law_nullspace, sparse_basis, independent_laws
 from .lawtext import Law, Laws, group_laws, readable_coef
 
 # %% ../nbs/11_discovery.ipynb #ab6bc5a8
-_OWN = ('seed', 'dtype')   # count_laws arguments find_laws passes itself
+_OWN = ('seed', 'dtype', 'loss')   # count_laws arguments find_laws passes itself
 
 def _check_count_kw(count_kw):
     "Refuse a `count_kw` that is not a dict of `count_laws`' keyword-only arguments (less those find_laws sets)"
@@ -28,10 +28,11 @@ def _check_count_kw(count_kw):
     bad = [k for k in count_kw if k not in kw]
     if bad: raise ValueError(f"`count_kw` has {bad}, which count_laws does not take: use some of {kw}")
 
-def _check_args(degree, ansatz, sample_inputs, dense_max:int=30, n_inputs:int=None, count_kw:dict=None):
-    "Refuse, with what to pass instead, a degree, an ansatz, missing inputs or sizes `find_laws` cannot take"
+def _check_args(degree, ansatz, sample_inputs, dense_max:int=30, n_inputs:int=None, count_kw:dict=None, loss:str='any'):
+    "Refuse, with what to pass instead, a degree, an ansatz, a loss, missing inputs or sizes `find_laws` cannot take"
     if degree not in (1, 2): raise ValueError(f"`degree` must be 1 or 2, got {degree!r}")
     if ansatz not in ('auto', 'dense', 'blocks'): raise ValueError(f"`ansatz` must be 'auto', 'dense' or 'blocks', got {ansatz!r}")
+    check_choice('loss', loss, LOSSES, "'any' (every loss, the paper's setting), 'mse', or 'ce' (cross-entropy on the outputs as logits)")
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     check_int('dense_max', dense_max, 1, "the largest D searched with the dense ansatz under ansatz='auto'")
     if n_inputs is not None: check_int('n_inputs', n_inputs, 1, 'inputs per random point, or None for ceil(D/K)+2')
@@ -56,24 +57,25 @@ def find_laws(
     dense_max:int=30,         # largest D searched with every quadratic form under 'auto'
     count:bool=True,          # also run `count_laws` and compare
     seed:int=0,               # seeds the random points, inputs and checks
-    n_inputs:int=None,        # inputs per random point θ (default ceil(D/K)+2)
+    n_inputs:int=None,        # inputs per random point θ (default ceil(D/K')+2, K' output directions)
     dtype=torch.float64, device=None,
     count_kw:dict=None,       # extra arguments for `count_laws` (e.g. patience for ReLU models)
+    loss:str='any',           # 'any'/'mse': laws of every loss; 'ce': of the cross-entropy (outputs = logits, shifts invisible)
 )->Laws:
     "A basis of the polynomial conservation laws of degree ≤ `degree` of `f`, readable and callable"
     t0 = time.perf_counter()
-    _check_args(degree, ansatz, sample_inputs, dense_max, n_inputs, count_kw)
+    _check_args(degree, ansatz, sample_inputs, dense_max, n_inputs, count_kw, loss)
     fn, params = as_functional(f, params, dtype, device)
     D = sum(v.numel() for v in params.values())
     kind = 'linear' if degree == 1 else ('dense' if D <= dense_max else 'blocks') if ansatz == 'auto' else ansatz
     A = Ansatz(params, kind)
-    ns = law_nullspace(fn, params, A, sample_inputs, seed=seed, n_inputs=n_inputs, dtype=dtype)
+    ns = law_nullspace(fn, params, A, sample_inputs, seed=seed, n_inputs=n_inputs, dtype=dtype, loss=loss)
     V = ns.basis.double().cpu()
     groups = group_laws(_laws_of(V, A, params, seed) if len(V) else [])
     laws = [l for gr in groups for l in gr.laws]
     out = Laws(groups, laws, kind, D, A.C, len(V), ns.gap, ns.status, seconds=0.)
-    if count: out.count = count_laws(fn, params, sample_inputs, seed=seed, dtype=dtype, **(count_kw or {}))
-    if laws: out.check = check_laws(out, fn, params, sample_inputs, seed=seed + 7, dtype=dtype)
+    if count: out.count = count_laws(fn, params, sample_inputs, seed=seed, dtype=dtype, loss=loss, **(count_kw or {}))
+    if laws: out.check = check_laws(out, fn, params, sample_inputs, seed=seed + 7, dtype=dtype, loss=loss)
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['COL_FLOOR', 'OVERSAMPLE', 'COEF_ZERO', 'RANK_TOL', 'L1_DELTA0', 'L1_DECAY', 'L1_DELTA_MIN', 'L1_SUPPORT',
-           'ParamBlock', 'param_blocks', 'Ansatz', 'NullSpace', 'law_nullspace', 'rref', 'sparse_basis',
-           'independent_laws']
+           'ParamBlock', 'param_blocks', 'Ansatz', 'NullSpace', 'loss_directions', 'law_nullspace', 'rref',
+           'sparse_basis', 'independent_laws']
 
 # %% ../nbs/09_lawsearch.ipynb #de4bd883
 import math, itertools
@@ -14,9 +14,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 from torch.func import jacrev
-from .core import Flat, random_params, draw_inputs, output_dim, normalize_rows, law_tol
+from .core import Flat, random_params, draw_inputs, output_dim, normalize_rows, law_tol, check_choice
 from .rank import rank_decision
-from .pde import jacobian_rows
+from .pde import jacobian_rows, output_projector, LOSSES
 
 # %% ../nbs/09_lawsearch.ipynb #9265694f
 COL_FLOOR = 1e-6      # a constraint column's scale is floored at this fraction of the largest: a primitive whose column is
@@ -164,20 +164,31 @@ class _RunningQR:
         for _ in range(n): self.add(batch()); self.n_thetas += 1
 
 # %% ../nbs/09_lawsearch.ipynb #ba92ea7c
-def _sampler(fn, params:dict, ansatz:Ansatz, sample_inputs, n_inputs, g:torch.Generator, dtype):
-    "`batch()`: the constraint rows at one fresh random θ, with `n_inputs` inputs (default ⌈D/K⌉ + 2) drawn there"
+def loss_directions(loss:str, K:int, dtype=torch.float64, device=None)->Optional[Tensor]:
+    "None under 'any'/'mse' (every output k), else (K−1, K) orthonormal rows spanning `output_projector('ce', K)`"
+    check_choice('loss', loss, LOSSES)
+    if loss != 'ce': return None
+    if K < 2: raise ValueError(f"loss='ce' needs at least 2 outputs (logits); the model has K={K}: with one logit the "
+                               "cross-entropy is constant and every parameter is conserved. Use loss='any' or 'mse'")
+    return torch.linalg.qr(output_projector(loss, K, dtype, device)[:, :K-1]).Q.T
+
+def _sampler(fn, params:dict, ansatz:Ansatz, sample_inputs, n_inputs, g:torch.Generator, dtype, loss:str='any'):
+    "`batch()`: the constraint rows at one fresh random θ, with `n_inputs` inputs (default ⌈D/K'⌉ + 2) drawn there"
     flat, D = ansatz.flat, ansatz.D
     dev = flat.flatten(params).device
     if isinstance(sample_inputs, Tensor) and sample_inputs.ndim and not len(sample_inputs):
         raise ValueError(f"`sample_inputs` is an empty tensor {tuple(sample_inputs.shape)}: pass at least one input (one per row)")
     x0 = draw_inputs(sample_inputs, 1, g, dev, dtype)[0]
-    n_in = n_inputs or (math.ceil(D/output_dim(fn, params, x0)) + 2)
+    K = output_dim(fn, params, x0); U = loss_directions(loss, K, dtype, dev)   # U: the loss's output directions, or None
+    n_in = n_inputs or (math.ceil(D/(K if U is None else len(U))) + 2)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     def batch():
         th = flat.flatten(random_params(shapes, g, dtype=dtype, device=dev))
         X = draw_inputs(sample_inputs, n_in, g, dev, dtype) if not isinstance(sample_inputs, Tensor) else \
             sample_inputs[torch.randint(len(sample_inputs), (n_in,), generator=g)].to(dev, dtype)
-        return ansatz.rows(th, jacobian_rows(fn, flat, th, X))
+        J = jacobian_rows(fn, flat, th, X)                               # (n_in·K, D)
+        if U is not None: J = (U @ J.reshape(len(X), K, D)).reshape(-1, D)   # rows J_xᵀu, u ⟂ 1 only
+        return ansatz.rows(th, J)
     return batch
 
 def _null_rows(R:Tensor, n_rows:int, C:int, dtype):
@@ -188,11 +199,12 @@ def _null_rows(R:Tensor, n_rows:int, C:int, dtype):
 
 # %% ../nbs/09_lawsearch.ipynb #ba2a6d0f
 def law_nullspace(fn, params:dict, ansatz:Ansatz, sample_inputs, *, seed:int=0, n_inputs:int=None,
-                  max_rounds:int=8, tol:float=None, dtype=torch.float64)->NullSpace:
+                  max_rounds:int=8, tol:float=None, dtype=torch.float64, loss:str='any')->NullSpace:
     "Null space of the map coefficients -> constraints, sampled over random θ and x until fresh points add nothing"
+    check_choice('loss', loss, LOSSES, "'any' or 'mse': every output direction; 'ce': the sum-zero logits only")
     g = torch.Generator().manual_seed(seed)
     if tol is None: tol = law_tol(dtype)
-    raw = _sampler(fn, params, ansatz, sample_inputs, n_inputs, g, dtype)
+    raw = _sampler(fn, params, ansatz, sample_inputs, n_inputs, g, dtype, loss)
     first = raw(); scale = _column_scale(first)
     batch = lambda: normalize_rows(raw()/scale)
     qr = _RunningQR(normalize_rows(first/scale))
@@ -274,10 +286,11 @@ def _split_linear(V:Tensor, n_quad:int):
 def _linear_functions(quad:Tensor, lin:Tensor, Jv:list, n_quad:int)->Tensor:
     "Z: the combinations of `quad` whose gradients lie in the linear laws' span at every point of `Jv`, then `lin`"
     B = _orth(lin[:, n_quad:])                                   # directions of the linear laws' gradients
-    Gq = torch.cat([quad @ J - (quad @ J) @ B.T @ B for J in Jv], 1) if len(B) else torch.cat([quad @ J for J in Jv], 1)
+    G = torch.cat([quad @ J for J in Jv], 1)                     # the quadratic laws' gradients at the points
+    Gq = torch.cat([quad @ J - (quad @ J) @ B.T @ B for J in Jv], 1) if len(B) else G   # ... less their linear-law part
     U, s, _ = torch.linalg.svd(Gq, full_matrices=True)
     s_full = torch.cat([s, s.new_zeros(len(quad) - len(s))])
-    keep = s_full <= RANK_TOL*max(float(s_full.max()), _TINY)
+    keep = s_full <= RANK_TOL*max(float(torch.linalg.matrix_norm(G, 2)), _TINY)   # relative to G: Gq may be all rounding
     return torch.cat([(U[:, keep].T @ quad), lin])
 
 # %% ../nbs/09_lawsearch.ipynb #141ca988

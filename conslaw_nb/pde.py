@@ -18,8 +18,9 @@ from torch import nn, Tensor
 import torch.nn.functional as F
 from torch.func import jacrev, vmap, jvp, vjp, grad
 from torch.overrides import TorchFunctionMode
+from tqdm.auto import tqdm
 from .core import (as_functional, Flat, random_params, draw_inputs, flat_model, output_dim, normalize_rows,
-                             model_errors, law_tol, fd_step, fd_tol, check_int, check_choice)
+                             model_errors, law_tol, gap_tol, drop_tol, fd_step, fd_tol, check_int, check_choice)
 from .rank import RankDecision, rank_decision
 
 # %% ../nbs/02_pde.ipynb #13c2ca81
@@ -110,6 +111,8 @@ class LawCount:
     decisions: list = field(default_factory=list, repr=False)
     piecewise: tuple = ()        # non-analytic operations the model applies to its inputs or weights (relu, topk, ...)
     unseen_mass: Optional[float] = None  # piecewise models: Good–Turing estimate of the input mass in regions never sampled
+    method: str = 'dense'       # 'dense' (SVDs of the rows) or 'iterative' (the null space by LOBPCG on the Gram operator)
+    solver: dict = field(default_factory=dict, repr=False)  # iterative: iterations, block size, σ₁, rows
     def __repr__(self):
         return (f"LawCount(D={self.n_params}, dim_span={self.dim_span}, dim_lie={self.dim_lie}, "
                 f"dims_by_depth={self.dims_by_depth}, n_laws={self.n_laws}, gap={self.gap:.2e}, status={self.status!r}"
@@ -329,6 +332,26 @@ def _check_order(h, f):
         raise ValueError("check_laws takes the laws first and the model second: check_laws(h, f, params, sample_inputs). Here `h` "
                          "takes (params, x) like a model and `f` takes one argument like a law h(params): swap them")
 
+# %% ../nbs/02_pde.ipynb #a5fe8784
+_DENSE_MAX_D = 6144     # past this D 'auto' counts iteratively (the dense path's O(D³) SVDs and D² memory; see the benchmark)
+
+def _free_bytes(device)->int:
+    "Memory available for a dense count: free device memory on CUDA, MemAvailable on Linux, else unknown (huge)"
+    if device is not None and torch.device(device).type == 'cuda': return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open('/proc/meminfo') as f: return next(int(l.split()[1])*1024 for l in f if l.startswith('MemAvailable'))
+    except (OSError, StopIteration, ValueError): return 2**62
+
+def _count_method(method, D, piecewise, device)->str:
+    "'dense' or 'iterative' for `count_laws(method=...)`"
+    check_choice('method', method, ('auto', 'dense', 'iterative'))
+    if method == 'iterative' and piecewise:
+        raise ValueError(f"method='iterative' needs an analytic model; this one applies {', '.join(piecewise)} to its inputs or weights, "
+                         "whose regions the dense path tracks (see 'Piecewise models'): use method='dense' or 'auto'")
+    if method != 'auto': return method
+    if piecewise: return 'dense'
+    return 'dense' if D <= _DENSE_MAX_D and 3*8*D*D < _free_bytes(device) else 'iterative'
+
 # %% ../nbs/02_pde.ipynb #8476492e
 def count_laws(
     f,                          # model: `f(params, x)` on one input, or an `nn.Module`
@@ -349,12 +372,17 @@ def count_laws(
     exact:bool=True,            # evaluate the model under `exact_ops`
     unseen_tol:float=1e-4,      # piecewise models: input mass of unsampled regions the count may ignore (see above)
     loss:str='any',             # 'any'/'mse': laws for every loss gradient; 'ce': the cross-entropy's (logit shifts invisible)
+    method:str='auto',          # 'dense', 'iterative' (never a D×D matrix), or 'auto' (by D and free memory)
+    max_iters:int=3000,         # iterative: LOBPCG iterations before 'ambiguous'
+    budget:int=2**28,           # iterative: bytes of Jacobian rows held at once
+    progress:bool=None,         # iterative: a tqdm bar (default: on for the iterative path)
 )->LawCount:
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     check_choice('loss', loss, LOSSES)
     _check_count_args(seed, n_samples, max_depth, max_samples, patience, bracket_patience, min_gap, unseen_tol, sample_inputs)
+    check_choice('method', method, ('auto', 'dense', 'iterative')); check_int('max_iters', max_iters); check_int('budget', budget)
     if _n_args(f) == 1: raise ValueError("`f` takes one argument, like a law h(params): count_laws takes the model, "
                                          "f(params, x) on one input (or an nn.Module): count_laws(f, params, sample_inputs)")
     fn, params = as_functional(f, params, dtype, device, exact)
@@ -367,16 +395,19 @@ def count_laws(
     if max_depth >= 2:                    # brackets need forward-mode AD: find out now, not after sampling the span
         with model_errors(): jvp(lambda th: flat_model(fn, flat)(th, x0), (theta,), (torch.ones_like(theta),))
     pw = piecewise_ops(fn, params, x0)
-    regions = _Regions(K, bool(pw))
+    meth, regions, info = _count_method(method, D, pw, theta.device), _Regions(K, bool(pw)), {}
     span, dims, n_used = Span(D, theta, dtype, min_gap), [], 0
     def out(status='ok', reason=''):
         dl = dims[-1] if status == 'ok' else None
         return LawCount(D, K, n_used, dims[0] if dims else None, dl, dims, D-dl if dl is not None else None,
                         min((d.gap for d in span.decisions), default=math.inf), status, reason, time.perf_counter()-t0, span.decisions,
-                        pw, regions.unseen)
+                        pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
-        r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
-                                  regions, unseen_tol, B)
+        if meth == 'iterative':
+            span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience,
+                max_samples, min_gap, budget, max_iters, progress is not False); info.update(solver); r = span.rank
+        else: r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
+                                        regions, unseen_tol, B)
     except _Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
     if X is not None and regions.active and n_used < 1/unseen_tol:   # fixed inputs cannot be topped up: say what they leave
         return out('ambiguous', f'piecewise model: {n_used} given inputs cannot show that no region of input mass above '
@@ -391,6 +422,188 @@ def count_laws(
         except _Ambiguous as e: return out('ambiguous', e.args[0])
         dims.append(r)
     return out()
+
+# %% ../nbs/02_pde.ipynb #d1e6daef
+class _Gram:
+    """The Gram operator G = S Jᵀ W J S of the span rows, applied through JVPs and VJPs of the model, never held.
+    J: the rows ∇_θ(u·f(θ; x)) for the inputs `X` and the loss's output directions u (the rows of `B`); W: one over
+    their squared norms (unit rows, as the dense path uses); S: the Jacobi scaling diag(JᵀWJ)^(-1/2), divided by its
+    largest entry, which lowers G's condition number (about 5x on SwiGLU) without moving its null space off
+    S⁻¹·null(J). Memory: chunks of inputs whose rows fit in `budget` bytes."""
+    def __init__(self, fx, theta, X, K, B, budget):
+        self.fx, self.theta, self.X, self.K, self.budget = fx, theta, X, K, budget
+        self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
+        D, w, diag = theta.numel(), [], torch.zeros_like(theta)
+        for Xc in self.chunks(len(self.B)*D):
+            J = vmap(lambda x: vmap(lambda u: vjp(lambda th: fx(th, x), theta)[1](u)[0])(self.B))(Xc)  # (c, K', D)
+            n2 = J.pow(2).sum(-1)
+            wc = torch.where(n2 > 0, 1/n2.clamp_min(torch.finfo(n2.dtype).tiny), 0.)
+            diag += torch.einsum('ck,ckd->d', wc, J.pow(2)); w.append(wc)
+        self.w, self.n_rows = torch.cat(w), int((torch.cat(w) > 0).sum())
+        s = torch.where(diag > 0, diag.clamp_min(torch.finfo(diag.dtype).tiny).rsqrt(), 0.)
+        self.s = torch.where(diag > 0, s/s.max(), 1.) if bool((diag > 0).any()) else torch.ones_like(theta)
+    def chunks(self, per_input):
+        c = max(1, self.budget // (8*per_input))
+        for i in range(0, len(self.X), c): yield self.X[i:i+c]
+    def _batched(self, Xc): return lambda th: vmap(self.fx, in_dims=(None, 0))(th, Xc)
+    def _jv(self, fb, U):                                   # (m, D) -> (m, c, K'): every row of the chunk times every u
+        return vmap(lambda u: jvp(fb, (self.theta,), (u,))[1])(U) @ self.B.T
+    def __call__(self, V):                                  # V: (m, D) in scaled coordinates -> G V
+        out, U = torch.zeros_like(V), V*self.s
+        i = 0
+        for Xc in self.chunks(16*len(V)*self.K):
+            fb, wc = self._batched(Xc), self.w[i:i+len(Xc)]; i += len(Xc)
+            _, back = vjp(fb, self.theta)
+            out += vmap(lambda c: back(c)[0])((self._jv(fb, U)*wc) @ self.B)
+        return out*self.s
+    def norms(self, V):                                     # ‖W^½ J S v‖ for each row v of V, by JVPs (not vᵀGv: no squaring)
+        sq, U, i = V.new_zeros(len(V)), V*self.s, 0
+        for Xc in self.chunks(16*len(V)*self.K):
+            wc = self.w[i:i+len(Xc)]; i += len(Xc)
+            sq += (self._jv(self._batched(Xc), U).pow(2)*wc).sum((1, 2))
+        return sq.sqrt()
+    def top(self, g, iters=30):
+        "σ₁ = ‖W^½ J S‖ by power iteration"
+        v = torch.randn(1, self.theta.numel(), generator=g, dtype=torch.float64).to(self.theta)
+        for _ in range(iters): v = self(v); lam = v.norm(); v = v/lam
+        return float(lam.sqrt())
+
+# %% ../nbs/02_pde.ipynb #98c0c76a
+def _orth_against(X, S, drop=1e-10):
+    "Orthonormal columns spanning the part of S outside span(X) (X orthonormal), directions below `drop` dropped"
+    for _ in range(2):
+        S = S - X @ (X.T @ S)
+        S = S / S.norm(dim=0).clamp_min(torch.finfo(S.dtype).tiny)
+        e, V = torch.linalg.eigh(S.T @ S)
+        keep = e > drop*e.max()
+        S = S @ (V[:, keep] / e[keep].sqrt())
+    return S
+
+@dataclass
+class _Eig:
+    "The b smallest Ritz pairs of the Gram operator: values θ (ascending), vectors (D, b), residual norms, iterations"
+    theta: Tensor; X: Tensor; res: Tensor; iters: int; converged: bool
+
+def _lobpcg(A, D, b, g, lam, cut, tol, maxit, X0=None, bar=None)->_Eig:
+    """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res)`
+    (the caller's rule: null vectors converged and the gap certified) says so, or after `maxit` iterations"""
+    dt, dev = torch.float64, None
+    R0 = torch.randn(D, b, generator=g, dtype=dt)
+    X = _orth_against(torch.zeros(D, 0, dtype=dt), R0 if X0 is None else torch.cat([X0, R0[:, :b - X0.shape[1]]], 1))
+    AX, P = A(X.T).T, None
+    for it in range(maxit):
+        H = X.T @ AX; th, C = torch.linalg.eigh((H + H.T)/2); X, AX = X @ C, AX @ C
+        R = AX - X*th
+        res = R.norm(dim=0)/lam
+        if bar is not None: bar.update(1); bar.set_postfix_str(f'residual {float(res.max()):.0e}')
+        if cut(th/lam, res): return _Eig(th/lam, X, res, it, True)
+        Q = torch.cat([X, _orth_against(X, torch.cat([R] + ([P] if P is not None else []), 1))], 1)
+        AQ = A(Q.T).T
+        H = Q.T @ AQ; _, C = torch.linalg.eigh((H + H.T)/2)
+        Xn, AX = Q @ C[:, :b], AQ @ C[:, :b]
+        P, X = Xn - X @ (X.T @ Xn), Xn
+    return _Eig(th/lam, X, res, maxit, False)
+
+# %% ../nbs/02_pde.ipynb #34c5b9ac
+class _Complement:
+    """The orthogonal complement of the span found so far, held alone (k, D) when the span is too big to hold: what the
+    iterative path keeps. Coordinates are scaled by `s` (the Gram operator's); rows are judged by their part in it"""
+    def __init__(self, N, D, s, dtype, min_gap, decisions):
+        self.N, self.D, self.s, self.kw, self.decisions = N, D, s, dict(dtype=dtype, min_gap=min_gap), decisions
+    @property
+    def rank(self): return self.D - len(self.N)
+    def add(self, rows:Tensor)->Optional[int]:
+        "Like `Span.add`, for rows in the model's coordinates (bracket rows: not renormalised, so cancellation shows)"
+        r, m = self.rank, rows.shape[0]
+        if m == 0 or r == self.D: return r
+        _, s, Vh = torch.linalg.svd((rows*self.s) @ self.N.T, full_matrices=True)
+        d = rank_decision(torch.cat([s.new_ones(1), s]), r+m, self.D, **self.kw); self.decisions.append(d)
+        if d.status != 'ok': return None
+        self.N = Vh[d.rank - 1:] @ self.N
+        return self.rank
+    def add_gradients(self, J:Tensor)->Optional[int]:
+        "Span rows ∇f_k(θ; x): unit-normalised first, as the Gram operator weights them"
+        return self.add(normalize_rows(J))
+
+# %% ../nbs/02_pde.ipynb #08615202
+def _null_cut(t, res, b, n_rows, D, dtype, min_gap):
+    """Stopping rule on the Ritz values `t` (θ/λ₁, ascending) and residuals: 'done' with k when the k smallest have
+    converged (residuals below 1e-10 of θ_k, the next value, itself within 0.1%) and θ_k − its residual clears the gap; 'grow' when
+    the block's lower part converged to zero without a gap (the null space is bigger than the block); else None"""
+    eps, margin = torch.finfo(dtype).eps, max(4, b//8)
+    gap2 = (min_gap or gap_tol(dtype))**2
+    floor = (eps*max(n_rows, D))**2
+    lo = (t - res).clamp_min(0.)
+    best = None
+    for k in range(0, b - margin + 1):
+        prev = float(t[k-1]) if k else floor
+        if (float(lo[k]) > gap2*max(prev, floor) and float(res[k]) <= 1e-3*float(t[k])
+                and bool((res[:k] <= max(1e-10*float(t[k]), 100*eps)).all())):
+            best = k; break
+    if best is not None: return 'done', best
+    if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
+    return None, None
+
+def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress):
+    """Phase 1 of the iterative count: the null space of the span rows of inputs `X`, by LOBPCG on the Gram operator.
+    Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
+    D = theta.numel()
+    G = _Gram(fx, theta, X, K, B, budget)
+    s1 = G.top(g); lam = s1**2
+    b = min(D, 64)
+    bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
+    X0, iters = None, 0
+    try:
+        while True:
+            status = {}
+            def cut(t, res): status['v'] = _null_cut(t, res, b, G.n_rows, D, dtype, min_gap); return status['v'][0] is not None
+            e = _lobpcg(G, D, b, g, lam, cut, None, max_iters - iters, X0, bar); iters += e.iters
+            what, k = status.get('v', (None, None))
+            if what == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
+            if what == 'grow': raise _Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the iterative path, use method="dense"', len(X))
+            if not e.converged: raise _Ambiguous(f'iterative null-space solver did not converge in {max_iters} iterations '
+                                                 f'(largest residual {float(e.res.max()):.1e}): raise max_iters, or use method="dense"', len(X))
+            break
+    finally: bar.close()
+    sig = G.norms(e.X.T)/s1                                # the block's singular values, by JVPs
+    s_all = torch.cat([sig.new_ones(D - b), sig.sort(descending=True).values])
+    d = rank_decision(s_all, G.n_rows, D, dtype=dtype, min_gap=min_gap)
+    if d.status != 'ok' or D - d.rank != k:
+        raise _Ambiguous(f'iterative null space: the solver cut at {k} null directions, the singular values (by JVPs) '
+                         f'{"are ambiguous" if d.status != "ok" else f"say {D - d.rank}"} (gap {d.gap:.1e})', len(X))
+    order = sig.argsort()
+    span = _Complement(e.X[:, order[:k]].T.contiguous(), D, G.s, dtype, min_gap, [d])
+    return span, dict(iters=iters, block=b, sigma_1=s1, n_rows=G.n_rows)
+
+# %% ../nbs/02_pde.ipynb #39c9b230
+def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples, min_gap, budget,
+                         max_iters, progress):
+    "Phase 1 of `count_laws(method='iterative')`: the span's null space from the Gram operator, then fresh inputs must add nothing"
+    D, dev, fx = flat.D, theta.device, flat_model(fn, flat)
+    Kp = K if B is None else len(B)
+    rows = lambda X: torch.cat([(lambda J: J if B is None else (B @ J.reshape(-1, K, D)).reshape(-1, D))(
+        jacobian_rows(fn, flat, theta, Xc)) for Xc in X.split(max(1, budget//(8*K*D)))])
+    if isinstance(sample_inputs, Tensor):
+        X = draw_inputs(sample_inputs, None, g, dev, dtype); n_head = max(1, (3*len(X))//4)
+        span, info = _iterative_span(fx, theta, X[:n_head], K, B, g, dtype, min_gap, budget, max_iters, progress)
+        r0 = span.rank; r = span.add_gradients(rows(X[n_head:])) if n_head < len(X) else r0
+        if r is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
+        if r != r0 and r < D: raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter "
+                                               "of them): pass more inputs, or a callable sample_inputs(n, generator)")
+        return span, X, len(X), info
+    n0 = n_samples or (math.ceil(2*D/Kp) + 4)              # rows ≈ 2D: the Gram's condition number stays moderate
+    pat = patience if patience is not None else max(n0, 32)
+    cap = max_samples or max(8*D, 4*n0, 4*pat)
+    span, info = _iterative_span(fx, theta, draw_inputs(sample_inputs, n0, g, dev, dtype), K, B, g, dtype, min_gap, budget,
+                                 max_iters, progress)
+    n_used, quiet = n0, 0
+    while quiet < pat and span.rank < D:                   # confirm saturation: a quiet run of `pat` fresh inputs
+        if n_used >= cap: raise _Ambiguous(f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})', n_used)
+        Xn = draw_inputs(sample_inputs, min(pat - quiet, cap - n_used), g, dev, dtype); n_used += len(Xn)
+        r0 = span.rank; r = span.add_gradients(rows(Xn))
+        if r is None: raise _Ambiguous('span W(θ): singular-value gap too small (fresh inputs)', n_used)
+        quiet = quiet + len(Xn) if r == r0 else 0
+    return span, None, n_used, info
 
 # %% ../nbs/02_pde.ipynb #aa0fd2c0
 def _law_fn(h, flat):
