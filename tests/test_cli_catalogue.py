@@ -1,5 +1,5 @@
 """The command line never ends in a traceback or a wrong success (issue 18): a catalogue of bad invocations of
-`conslaw verify`, `demo`, `train` and `sweep`. Each must exit non-zero with one line on stderr that names the argument
+`conslaw verify`, `demo`, `train`, `sweep` and `atlas`. Each must exit non-zero with one line on stderr that names the argument
 and the fix (argparse's usage block may come before it), print nothing on stdout, write nothing, and be refused before
 any data is loaded, model built or engine run. Most run in this process through `cli.main`; a few run the installed
 `conslaw` script, to show that no traceback reaches the user."""
@@ -109,7 +109,16 @@ SWEEP = [(['sweep', '--quiet', *a, *([] if '--out' in a else ['--out', '{d}/swee
     (['--out', '{d}/afile/sweep'], '--out', 'folder'),
     (['--out', '{d}/afile'], '--out', 'folder'),
 ]]
-CATALOGUE = VERIFY + DEMO + TRAIN + SWEEP
+ATLAS = [(['atlas', *a], arg, fix) for a, arg, fix in [
+    (['--block', 'transformer'], '--block', 'choose from'),
+    (['--block'], '--block', 'expected at least one'),
+    (['--all', '--block', 'gqa'], '--block', 'not allowed with'),
+    (['--seeds', '0'], '--seeds', '>= 1'),
+    (['--seeds', 'two'], '--seeds', 'int'),
+    (['--device', 'tpu'], '--device', 'cpu'),
+    (['--device', CUDA_99], '--device', 'cpu'),
+]]
+CATALOGUE = VERIFY + DEMO + TRAIN + SWEEP + ATLAS
 
 class HeavyWork(BaseException):
     "Raised where a bad invocation would load data, build a model or run the engine (not caught by `cli.main`)"
@@ -126,9 +135,9 @@ def folder(tmp_path):
 
 @pytest.fixture
 def no_heavy_work(monkeypatch):
-    "Data loading, model building, training, the engine's verification and the demo all raise `HeavyWork`"
+    "Data loading, model building, training, the engine's verification, the demo and the atlas all raise `HeavyWork`"
     for mod, name in [(training, '_dataset'), (training, '_model'), (cli, 'train'), (sweeps, 'train'), (cli.V, 'verify'),
-                      (cli, 'demo_run')]:
+                      (cli, 'demo_run'), (cli.A, 'atlas')]:
         monkeypatch.setattr(mod, name, _heavy)
 
 def fill(argv, d): return [a.replace('{d}', str(d)) for a in argv]
@@ -203,6 +212,7 @@ SCRIPT = [   # the first seven moved here from tests/test_bad_input.py
     (['train', '--set', 'd_model=abc', '--out', '{d}/out'], 'd_model', 'integer'),
     (['sweep', '--lrs', '0.1,abc', '--out', '{d}/sweep'], '--lrs', 'comma-separated'),
     (['sweep', '--set', 'n_head=3', '--out', '{d}/sweep'], 'n_head', 'divide'),
+    (['atlas', '--block', 'transformer'], '--block', 'choose from'),
 ]
 
 @pytest.mark.parametrize('argv,arg,fix', SCRIPT, ids=[' '.join(c[0]).replace('{d}', 'D') for c in SCRIPT])

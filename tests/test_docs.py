@@ -32,7 +32,7 @@ def site(tmp_path_factory):
 
 def test_page_names_follow_nbdev():
     "Pages are named as nbdev names them, so nbdev's doc links (`pde.html#count_laws`) hold; index comes first"
-    test = [docs_build.page_name(Path(n)) for n in ('02_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '20_cli.ipynb', 'explain/performance.ipynb')]
+    test = [docs_build.page_name(Path(n)) for n in ('02_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '21_cli.ipynb', 'explain/performance.ipynb')]
     assert test == ['pde', 'data', 'index', 'cli', 'performance']
     numbered = [p.name for p in NBS if p.name[:2].isdigit()]
     assert NBS[0].name == 'index.ipynb' and numbered == sorted(numbered)    # the sidebar lists the chapters in reading order
