@@ -333,8 +333,6 @@ def _check_order(h, f):
                          "takes (params, x) like a model and `f` takes one argument like a law h(params): swap them")
 
 # %% ../nbs/02_pde.ipynb #a5fe8784
-_DENSE_MAX_D = 6144     # past this D 'auto' counts iteratively (the dense path's O(D³) SVDs and D² memory; see the benchmark)
-
 def _free_bytes(device)->int:
     "Memory available for a dense count: free device memory on CUDA, MemAvailable on Linux, else unknown (huge)"
     if device is not None and torch.device(device).type == 'cuda': return torch.cuda.mem_get_info(device)[0]
@@ -350,7 +348,7 @@ def _count_method(method, D, piecewise, device)->str:
                          "whose regions the dense path tracks (see 'Piecewise models'): use method='dense' or 'auto'")
     if method != 'auto': return method
     if piecewise: return 'dense'
-    return 'dense' if D <= _DENSE_MAX_D and 3*8*D*D < _free_bytes(device) else 'iterative'
+    return 'dense' if 3*8*D*D < _free_bytes(device) else 'iterative'   # dense is faster wherever it fits (benchmark)
 
 # %% ../nbs/02_pde.ipynb #8476492e
 def count_laws(
@@ -433,7 +431,7 @@ class _Gram:
     def __init__(self, fx, theta, X, K, B, budget):
         self.fx, self.theta, self.X, self.K, self.budget = fx, theta, X, K, budget
         self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
-        D, w, diag = theta.numel(), [], torch.zeros_like(theta)
+        self.D = D = theta.numel(); w, diag = [], torch.zeros_like(theta)
         for Xc in self.chunks(len(self.B)*D):
             J = vmap(lambda x: vmap(lambda u: vjp(lambda th: fx(th, x), theta)[1](u)[0])(self.B))(Xc)  # (c, K', D)
             n2 = J.pow(2).sum(-1)
@@ -446,23 +444,22 @@ class _Gram:
         c = max(1, self.budget // (8*per_input))
         for i in range(0, len(self.X), c): yield self.X[i:i+c]
     def _batched(self, Xc): return lambda th: vmap(self.fx, in_dims=(None, 0))(th, Xc)
-    def _jv(self, fb, U):                                   # (m, D) -> (m, c, K'): every row of the chunk times every u
-        return vmap(lambda u: jvp(fb, (self.theta,), (u,))[1])(U) @ self.B.T
+    def _pieces(self):                                      # per chunk of inputs: its JVP map, VJP map (built once) and weights
+        if not hasattr(self, '_cache'):
+            self._cache, i = [], 0
+            for Xc in self.chunks(len(self.B)*self.D):
+                fb = self._batched(Xc)
+                self._cache.append((lambda u, fb=fb: jvp(fb, (self.theta,), (u,))[1], vjp(fb, self.theta)[1], self.w[i:i+len(Xc)]))
+                i += len(Xc)
+        return self._cache
     def __call__(self, V):                                  # V: (m, D) in scaled coordinates -> G V
         out, U = torch.zeros_like(V), V*self.s
-        i = 0
-        for Xc in self.chunks(16*len(V)*self.K):
-            fb, wc = self._batched(Xc), self.w[i:i+len(Xc)]; i += len(Xc)
-            _, back = vjp(fb, self.theta)
-            out += vmap(lambda c: back(c)[0])((self._jv(fb, U)*wc) @ self.B)
+        for lin, back, wc in self._pieces(): out += vmap(lambda c: back(c)[0])((vmap(lin)(U) @ self.B.T * wc) @ self.B)
         return out*self.s
-    def norms(self, V):                                     # ‖W^½ J S v‖ for each row v of V, by JVPs (not vᵀGv: no squaring)
-        sq, U, i = V.new_zeros(len(V)), V*self.s, 0
-        for Xc in self.chunks(16*len(V)*self.K):
-            wc = self.w[i:i+len(Xc)]; i += len(Xc)
-            sq += (self._jv(self._batched(Xc), U).pow(2)*wc).sum((1, 2))
-        return sq.sqrt()
-    def top(self, g, iters=30):
+    def rows(self, V):                                      # W^½ J S Vᵀ, (rows, m), by JVPs: no squaring as in vᵀGv
+        U = V*self.s
+        return torch.cat([((vmap(lin)(U) @ self.B.T)*wc.sqrt()).reshape(len(V), -1).T for lin, _, wc in self._pieces()])
+    def top(self, g, iters=12):
         "σ₁ = ‖W^½ J S‖ by power iteration"
         v = torch.randn(1, self.theta.numel(), generator=g, dtype=torch.float64).to(self.theta)
         for _ in range(iters): v = self(v); lam = v.norm(); v = v/lam
@@ -485,7 +482,7 @@ class _Eig:
     theta: Tensor; X: Tensor; res: Tensor; iters: int; converged: bool
 
 def _lobpcg(A, D, b, g, lam, cut, tol, maxit, X0=None, bar=None)->_Eig:
-    """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res)`
+    """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res, X)`
     (the caller's rule: null vectors converged and the gap certified) says so, or after `maxit` iterations"""
     dt, dev = torch.float64, None
     R0 = torch.randn(D, b, generator=g, dtype=dt)
@@ -496,7 +493,7 @@ def _lobpcg(A, D, b, g, lam, cut, tol, maxit, X0=None, bar=None)->_Eig:
         R = AX - X*th
         res = R.norm(dim=0)/lam
         if bar is not None: bar.update(1); bar.set_postfix_str(f'residual {float(res.max()):.0e}')
-        if cut(th/lam, res): return _Eig(th/lam, X, res, it, True)
+        if cut(th/lam, res, X): return _Eig(th/lam, X, res, it, True)
         Q = torch.cat([X, _orth_against(X, torch.cat([R] + ([P] if P is not None else []), 1))], 1)
         AQ = A(Q.T).T
         H = Q.T @ AQ; _, C = torch.linalg.eigh((H + H.T)/2)
@@ -526,21 +523,17 @@ class _Complement:
         return self.add(normalize_rows(J))
 
 # %% ../nbs/02_pde.ipynb #08615202
-def _null_cut(t, res, b, n_rows, D, dtype, min_gap):
-    """Stopping rule on the Ritz values `t` (θ/λ₁, ascending) and residuals: 'done' with k when the k smallest have
-    converged (residuals below 1e-10 of θ_k, the next value, itself within 0.1%) and θ_k − its residual clears the gap; 'grow' when
-    the block's lower part converged to zero without a gap (the null space is bigger than the block); else None"""
+def _null_cut(t, res, b, dtype):
+    """Screen of the Ritz values `t` (θ/λ₁, ascending) and residuals: ('done', k) when the k smallest have converged
+    (residuals at rounding, below 1e-10 of θ_k) and θ_k, itself converged to 0.1%, stands clear of them and of θ's
+    rounding floor — a candidate the singular values by JVPs must confirm, since θ = vᵀGv cannot resolve values below
+    √ε; ('grow', None) when the block's lower part converged to zero without a gap; else (None, None)"""
     eps, margin = torch.finfo(dtype).eps, max(4, b//8)
-    gap2 = (min_gap or gap_tol(dtype))**2
-    floor = (eps*max(n_rows, D))**2
-    lo = (t - res).clamp_min(0.)
-    best = None
+    fl = 100*eps                                           # rounding floor of a Rayleigh quotient θ
     for k in range(0, b - margin + 1):
-        prev = float(t[k-1]) if k else floor
-        if (float(lo[k]) > gap2*max(prev, floor) and float(res[k]) <= 1e-3*float(t[k])
-                and bool((res[:k] <= max(1e-10*float(t[k]), 100*eps)).all())):
-            best = k; break
-    if best is not None: return 'done', best
+        prev = max(float(t[k-1]) if k else 0., fl)
+        if (float(t[k] - res[k]) > 10*prev and float(res[k]) <= 1e-3*float(t[k])
+                and bool((res[:k] <= max(1e-10*float(t[k]), fl)).all())): return 'done', k
     if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
     return None, None
 
@@ -549,30 +542,36 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
     Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
     D = theta.numel()
     G = _Gram(fx, theta, X, K, B, budget)
+    if D - G.n_rows > D//2: raise _Ambiguous(f'{G.n_rows} rows leave a null space of at least {D - G.n_rows} > D/2: too big for '
+                                             'the iterative path; pass more inputs, or use method="dense"', len(X))
     s1 = G.top(g); lam = s1**2
-    b = min(D, 64)
+    b = min(D, max(64, D - G.n_rows + 16))              # the rows' rank bounds the null space from below
     bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
     X0, iters = None, 0
     try:
         while True:
-            status = {}
-            def cut(t, res): status['v'] = _null_cut(t, res, b, G.n_rows, D, dtype, min_gap); return status['v'][0] is not None
+            st = {}
+            def cut(t, res, V):                            # the screen's candidate, confirmed by singular values from JVPs
+                what, k = st['v'] = _null_cut(t, res, b, dtype)
+                if what != 'done': return what == 'grow'
+                st['tries'] = st.get('tries', -1) + 1
+                if st['tries'] % 5: return False           # confirm the first candidate, then every fifth iteration
+                _, sig, Vh = torch.linalg.svd(G.rows(V.T), full_matrices=False)   # Rayleigh–Ritz on the rows themselves
+                d = rank_decision(torch.cat([sig.new_ones(D - b), sig/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
+                st.update(d=d, N=(Vh[len(Vh) - (D - d.rank):] if d.status == 'ok' else Vh[:0]) @ V.T)
+                return d.status == 'ok' and D - d.rank <= b - max(4, b//8)
             e = _lobpcg(G, D, b, g, lam, cut, None, max_iters - iters, X0, bar); iters += e.iters
-            what, k = status.get('v', (None, None))
-            if what == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
-            if what == 'grow': raise _Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the iterative path, use method="dense"', len(X))
-            if not e.converged: raise _Ambiguous(f'iterative null-space solver did not converge in {max_iters} iterations '
-                                                 f'(largest residual {float(e.res.max()):.1e}): raise max_iters, or use method="dense"', len(X))
+            if st.get('v', (None,))[0] == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
+            if st.get('v', (None,))[0] == 'grow': raise _Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the '
+                                                                  'iterative path, use method="dense"', len(X))
+            if not e.converged:
+                why = (f'; the last candidate cut ({st["v"][1]} null directions) was not confirmed by the singular values '
+                       f'(largest gap {st["d"].gap:.1e})' if 'd' in st else '')
+                raise _Ambiguous(f'iterative null-space solver did not converge in {max_iters} iterations (largest residual '
+                                 f'{float(e.res.max()):.1e}){why}: raise max_iters, or use method="dense"', len(X))
             break
     finally: bar.close()
-    sig = G.norms(e.X.T)/s1                                # the block's singular values, by JVPs
-    s_all = torch.cat([sig.new_ones(D - b), sig.sort(descending=True).values])
-    d = rank_decision(s_all, G.n_rows, D, dtype=dtype, min_gap=min_gap)
-    if d.status != 'ok' or D - d.rank != k:
-        raise _Ambiguous(f'iterative null space: the solver cut at {k} null directions, the singular values (by JVPs) '
-                         f'{"are ambiguous" if d.status != "ok" else f"say {D - d.rank}"} (gap {d.gap:.1e})', len(X))
-    order = sig.argsort()
-    span = _Complement(e.X[:, order[:k]].T.contiguous(), D, G.s, dtype, min_gap, [d])
+    span = _Complement(st['N'].contiguous(), D, G.s, dtype, min_gap, [st['d']])
     return span, dict(iters=iters, block=b, sigma_1=s1, n_rows=G.n_rows)
 
 # %% ../nbs/02_pde.ipynb #39c9b230
