@@ -6,14 +6,14 @@
 __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', 'RSS_SAMPLE_S', 'MB', 'SPEED_CASES', 'ACTIVE_LO',
            'ACTIVE_SPREAD', 'THRESHOLD_NUDGE', 'N_QUANTILE', 'RELU_PATIENCE', 'RELU_RETRY', 'LINEAR_MAX_DEPTH',
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
-           'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'WIDTH_COUNT_DS',
-           'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count', 'floor_count',
-           'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net',
-           'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite',
-           'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling', 'mha_scaling',
-           'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor', 'print_monitor',
-           'direct_rates', 'width_check_row', 'width_count_row', 'bench_width', 'judge', 'headline', 'summarize',
-           'machine', 'BenchConfig', 'run_benchmark']
+           'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
+           'WIDTH_COUNT_DS', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count',
+           'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup',
+           'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row',
+           'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling',
+           'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor',
+           'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row', 'bench_width', 'judge', 'headline',
+           'summarize', 'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -490,6 +490,8 @@ def direct_rates(
 # %% ../nbs/19_bench.ipynb #923f9b05
 WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
                 ('RoPE-MHA d=192 3x64 T=32', lambda: mha_problem(3, 192, 64, 64, T=32, rope=True)))
+QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
+                      ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
 WIDTH_COUNT_DS = (8, 12, 16)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
 
 def width_check_row(name:str, pb, device=None)->dict:
@@ -633,7 +635,7 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
         _section("5. model width: checks against direct rates; dense vs iterative vs floor counts")
-        width = bench_width(dev, count_ds=WIDTH_COUNT_DS[:1] if cfg.quick else WIDTH_COUNT_DS)
+        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1]) if cfg.quick else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),
                    seconds_total=time.perf_counter()-t_all, speedup=speed, anchors=anchors, scaling=sc, monitor=mon, width=width,
