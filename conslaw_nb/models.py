@@ -54,6 +54,10 @@ PRESETS = {
     'ptb-tiny':       LMConfig(),
     'ptb-tiny-moe':   LMConfig(n_experts=4, top_k=2, moe_every=2),
     'fashion-tiny':   ViTConfig(),
+    # the paper's depths, heads and expert count at a width a CPU trains in minutes (`sweeps.reproduce`): MLP 4d as in the
+    # paper, MoE MLPs in every other layer (dense SwiGLU in the others), 28×28 images in 7×7 patches
+    'ptb-cpu':        LMConfig(d_model=12, n_layer=12, n_head=3, d_ff=48, n_experts=4, top_k=2, moe_every=2),
+    'fashion-cpu':    ViTConfig(d_model=16, n_layer=6, n_head=4, d_ff=64),
 }
 
 # %% ../nbs/13_models.ipynb #2377e031

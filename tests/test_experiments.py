@@ -215,3 +215,41 @@ def test_monitor_on_qwen3_at_transformers_init_reports_no_garbage():
     qk = [v for (kind, name), v in err.items() if kind == 'qk']
     assert qk and all(math.isnan(v) for v in qk)
     assert all(v < 1 for (kind, name), v in err.items() if kind == 'vo')
+
+# ---------------------------------------------------------------- many runs at once, the bound, fit.json's keys
+def test_train_many_matches_train_and_the_bound_holds():
+    "Runs trained together (vmap) record what they record one by one; every quadratic law stays under its bound"
+    kw = dict(steps=6, log_every=2, batch_size=3, seq_len=5, overrides=TINY)
+    cfgs = [training.TrainConfig(lr=0.3, seed=0, **kw), training.TrainConfig(lr=0.05, seed=1, optim='sgd', schedule='decay', **kw)]
+    many, one = training.train_many(cfgs), [training.train(c) for c in cfgs]
+    for a_run, b_run in zip(many, one):
+        assert [(r['step'], r['kind'], r['block']) for r in a_run] == [(r['step'], r['kind'], r['block']) for r in b_run]
+        for a, b in zip(a_run, b_run):
+            if a['kind'] == 'gate': continue   # its ε is float64 rounding itself
+            for f in ('loss', 'eps', 'eps_pred', 'eps_bound', 'grad_sq_max'):
+                assert a[f] == pytest.approx(b[f], rel=1e-8, nan_ok=True), (f, a['kind'], a['block'])
+    q = [r for rs in one for r in rs if r['kind'] in monitor.QUAD_KINDS]
+    assert q and all(r['eps'] <= r['eps_bound_block'] <= r['eps_bound'] for r in q)
+    assert {r['family'] for rs in one for r in rs} >= {'rope_qk', 'mha_vo', 'swiglu', 'experts', 'moe_gate'}
+    with pytest.raises(ValueError, match='steps'): training.train_many([cfgs[0], training.TrainConfig(steps=3)])
+    with pytest.raises(ValueError, match='momentum'): training.train_many([training.TrainConfig(optim='momentum')])
+
+def test_vocabulary_cap():
+    cfg = training.TrainConfig(steps=2, batch_size=2, seq_len=4, vocab=100, overrides=TINY)
+    assert training._model(cfg).cfg.vocab_size == 100
+    assert {r['kind'] for r in training.train(cfg)} >= {'qk', 'vo', 'swiglu'}
+    with pytest.raises(ValueError, match='vocab'): training.TrainConfig(task='digits', vocab=100).validate()
+    with pytest.raises(ValueError, match='vocab'): training.TrainConfig(vocab=1).validate()
+
+def test_sweep_command_writes_the_fit_keys(tmp_path):
+    "`conslaw sweep` writes the keys `make reproduce` writes (a short version of `--seeds 0,1,2 --steps 100`)"
+    import subprocess, os
+    conslaw = str(Path(sys.executable).with_name('conslaw'))
+    r = subprocess.run([conslaw, 'sweep', '--task', 'ptb', '--seeds', '0,1,2', '--steps', '12', '--lrs', '0.001,0.01', '--set', 'd_model=8',
+                        'd_ff=8', '--out', str(tmp_path), '--quiet'], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert r.returncode == 0, r.stderr
+    saved = json.loads((tmp_path/'fit.json').read_text())
+    assert {'tau_exponent', 'tau_exponent_ci', 'k_exponent', 'k_exponent_ci', 'n_seeds', 'steps', 'regime', 'bound'} <= set(saved)
+    assert saved['n_seeds'] == 3 and saved['steps'] == 12 and len(saved['tau_exponent_ci']) == 2
+    assert set(saved['bound']['families']) == {'rope_qk', 'mha_vo', 'swiglu', 'experts'}
