@@ -202,9 +202,10 @@ def cmd_sweep(args)->int:
                                 data=args.data).items() if v is not None}
     fit = sweep(args.task, args.out, progress=not args.quiet, k_fit=args.k_fit, tk_max=args.tk_max,
                 device=args.device, dtype=args.dtype, overrides=overrides, **kw).fit
-    lo, hi = fit.tau_exponent_ci95
-    print(f"τ exponent at k={fit.tau_fit.k} (τ in {fit.tau_fit.taus}): {fit.tau_exponent:.3f} 95% CI [{lo:.3f}, {hi:.3f}]")
-    print(f"k exponent at τ={fit.k_fit.tau:g} (k ≤ {max(fit.k_fit.steps)}): {fit.k_exponent:.3f}")
+    ci = lambda c: 'n/a' if c is None else f"[{c[0]:.3f}, {c[1]:.3f}]"
+    print(f"τ exponent at k={fit.tau_fit.k} (τ in {fit.tau_fit.taus}): {fit.tau_exponent:.3f}, bootstrap over seeds "
+          f"{ci(fit.tau_exponent_ci)}, t-interval {ci(fit.tau_exponent_ci95)}")
+    print(f"k exponent at τ={fit.k_fit.tau:g} (k ≤ {max(fit.k_fit.steps)}): {fit.k_exponent:.3f}, bootstrap over seeds {ci(fit.k_exponent_ci)}")
     print(f"drift predicted from the gradients vs measured: max |Δh − Δh_pred|/|h(θ0)| = {fit.drift.max_err_over_h0:.1e}, "
           f"median |Δh − Δh_pred|/|Δh| = {fit.drift.median_rel_err:.1e}")
     print(f"outputs: {args.out}/fit.json, records.csv, runs/, figures/")
