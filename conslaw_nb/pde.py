@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['LOSSES', 'jacobian_rows', 'bracket_terms', 'bracket_rows', 'Span', 'LawCount', 'bracket_fd_error', 'piecewise_ops',
-           'good_turing', 'output_projector', 'count_laws', 'law_gradients', 'LawCheck', 'check_laws', 'linear_head',
-           'laws_rank', 'Completeness', 'completeness', 'Problem', 'sym_orthogonality', 'sym_is_law', 'gradient_flow',
-           'gradient_descent']
+           'good_turing', 'output_projector', 'count_laws', 'law_gradients', 'LawCheck', 'law_norms', 'check_laws',
+           'linear_head', 'laws_rank', 'Completeness', 'completeness', 'Problem', 'sym_orthogonality', 'sym_is_law',
+           'gradient_flow', 'gradient_descent']
 
 # %% ../nbs/02_pde.ipynb #bccf1f97
 import inspect, math, time
@@ -429,11 +429,11 @@ class _Gram:
     largest entry, which lowers G's condition number (about 5x on SwiGLU) without moving its null space off
     S⁻¹·null(J). Memory: chunks of inputs whose rows fit in `budget` bytes."""
     def __init__(self, fx, theta, X, K, B, budget):
-        self.fx, self.theta, self.X, self.K, self.budget = fx, theta, X, K, budget
+        self.fx, self.theta, self.X, self.budget = fx, theta, X, budget
         self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
         self.D = D = theta.numel(); w, diag = [], torch.zeros_like(theta)
         for Xc in self.chunks(len(self.B)*D):
-            J = vmap(lambda x: vmap(lambda u: vjp(lambda th: fx(th, x), theta)[1](u)[0])(self.B))(Xc)  # (c, K', D)
+            J = self.B @ vmap(jacrev(fx), in_dims=(None, 0))(theta, Xc)                  # (c, K', D), as `jacobian_rows`
             n2 = J.pow(2).sum(-1)
             wc = torch.where(n2 > 0, 1/n2.clamp_min(torch.finfo(n2.dtype).tiny), 0.)
             diag += torch.einsum('ck,ckd->d', wc, J.pow(2)); w.append(wc)
@@ -481,10 +481,10 @@ class _Eig:
     "The b smallest Ritz pairs of the Gram operator: values θ (ascending), vectors (D, b), residual norms, iterations"
     theta: Tensor; X: Tensor; res: Tensor; iters: int; converged: bool
 
-def _lobpcg(A, D, b, g, lam, cut, tol, maxit, X0=None, bar=None)->_Eig:
+def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None)->_Eig:
     """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res, X)`
     (the caller's rule: null vectors converged and the gap certified) says so, or after `maxit` iterations"""
-    dt, dev = torch.float64, None
+    dt = torch.float64
     R0 = torch.randn(D, b, generator=g, dtype=dt)
     X = _orth_against(torch.zeros(D, 0, dtype=dt), R0 if X0 is None else torch.cat([X0, R0[:, :b - X0.shape[1]]], 1))
     AX, P = A(X.T).T, None
@@ -560,7 +560,7 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
                 d = rank_decision(torch.cat([sig.new_ones(D - b), sig/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
                 st.update(d=d, N=(Vh[len(Vh) - (D - d.rank):] if d.status == 'ok' else Vh[:0]) @ V.T)
                 return d.status == 'ok' and D - d.rank <= b - max(4, b//8)
-            e = _lobpcg(G, D, b, g, lam, cut, None, max_iters - iters, X0, bar); iters += e.iters
+            e = _lobpcg(G, D, b, g, lam, cut, max_iters - iters, X0, bar); iters += e.iters
             if st.get('v', (None,))[0] == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
             if st.get('v', (None,))[0] == 'grow': raise _Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the '
                                                                   'iterative path, use method="dense"', len(X))
@@ -635,6 +635,13 @@ class LawCheck:
 
 _CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + rows) × D matrices before going matrix-free
 
+def law_norms(hv, theta:Tensor, budget:int=_CHECK_BUDGET)->Tensor:
+    "‖∇h_j(θ)‖ for every entry of the flat law function `hv`, by VJPs with one-hot cotangents, a chunk within `budget` bytes at a time"
+    L, D, (_, back_h) = hv(theta).numel(), theta.numel(), vjp(hv, theta)
+    cl = max(1, budget // (8*(D + L)))
+    onehot = lambda j: F.one_hot(torch.arange(j, min(j + cl, L), device=theta.device), L).to(theta.dtype)  # cotangents picking laws
+    return torch.cat([vmap(lambda e: back_h(e)[0].norm())(onehot(j)) for j in range(0, L, cl)])
+
 def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, B):
     """Matrix-free check: |⟨∇h_j, J_xᵀu⟩| / (‖∇h_j‖ ‖J_xᵀu‖) for every law j, input x and output direction u. A chunk of
     rows r = J_xᵀu comes from VJPs of the model; ⟨∇h_j, r⟩ for every law at once is one JVP of h along r; the law-gradient
@@ -645,10 +652,7 @@ def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, B):
     U = (B.expand(N, *B.shape) if len(B) <= n_dirs else                                          # the loss's directions
          torch.randn(N, n_dirs, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dt) @ (B.T @ B))
     m, tiny = U.shape[1], torch.finfo(dt).tiny
-    _, back_h = vjp(hv, theta)
-    cl = max(1, budget // (8*(D + L)))
-    onehot = lambda j: F.one_hot(torch.arange(j, min(j + cl, L), device=dev), L).to(dt)             # cotangents picking laws
-    gn = torch.cat([vmap(lambda e: back_h(e)[0].norm())(onehot(j)) for j in range(0, L, cl)])        # (L,)
+    gn = law_norms(hv, theta, budget)                                                                # (L,)
     def rows(x, Ux):
         _, back = vjp(lambda th: fx(th, x), theta)
         return vmap(lambda u: back(u)[0])(Ux)                                                        # (m, D)
