@@ -482,7 +482,7 @@ def direct_rates(
     gL = vmap(lambda u: back(u)[0])(U)                                          # (n_losses, D): the losses' gradients
     hv = _law_fn(h, flat)
     rates = vmap(lambda r: jvp(hv, (th,), (r,))[1])(gL)                         # (n_losses, L)
-    gn = law_norms(hv, th)                                                      # ‖∇h_j‖, as the check computes them
+    gn = law_norms(hv, th, flat=flat)                                           # ‖∇h_j‖, as the check computes them
     rel = rates.abs() / (gL.norm(dim=1)[:, None]*gn[None]).clamp_min(torch.finfo(dtype).tiny)
     return float(rel[:, gn > 0].max())
 
@@ -491,11 +491,13 @@ WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
                 ('RoPE-MHA d=192 3x64 T=32', lambda: mha_problem(3, 192, 64, 64, T=32, rope=True)))
 QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
                       ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
-WIDTH_COUNT_DS = (8, 12, 16)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
+WIDTH_COUNT_DS = (8, 12, 16, 24)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
 
 def width_check_row(name:str, pb, device=None)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds, peak MB, verdict values"
     p = pb.point(0, device=device)
+    check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', n_samples=2, device=device)   # warm-up: the first
+    direct_rates(pb.laws, pb.f, p, pb.sample_inputs, n_inputs=2, device=device)                        # call pays for imports
     c, tc, mc = timed(lambda: check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', device=device), device, memory=True)
     r, td, mr = timed(lambda: direct_rates(pb.laws, pb.f, p, pb.sample_inputs, device=device), device, memory=True)
     return dict(case=name, D=sum(v.numel() for v in p.values()), laws=c.n_laws, rows=c.n_rows, check_s=tc, check_MB=mc/MB,

@@ -12,6 +12,7 @@ __all__ = ['LOSSES', 'jacobian_rows', 'bracket_terms', 'bracket_rows', 'Span', '
 import inspect, math, time
 from dataclasses import dataclass, field
 from typing import Optional
+import numpy as np
 import torch
 import sympy as sp
 from torch import nn, Tensor
@@ -625,45 +626,151 @@ def law_gradients(h, params, dtype=torch.float64, device=None):
 @dataclass
 class LawCheck:
     "How far candidate laws are from orthogonal to the model's gradients"
-    max_rel: float      # max over laws j and rows (x, k) of |<∇h_j, ∇f_k(x)>| / (‖∇h_j‖ ‖∇f_k(x)‖)
+    max_rel: float      # max over laws j and rows r of |<∇h_j, r>| / (‖∇h_j‖ ‖r‖); r = ∇f_k(x) (dense) or ∇ℓ_u (matrix-free)
     per_law: Tensor     # that maximum for each law (NaN for a law whose gradient vanishes at θ)
     n_laws: int         # entries of h checked
-    n_rows: int         # gradient rows (inputs × outputs) checked against
+    n_rows: int         # gradient rows checked against: inputs × outputs (dense), random losses (matrix-free)
     n_constant: int     # laws whose gradient is exactly 0 at θ (trivially conserved, excluded)
     def __float__(self): return self.max_rel
     def __repr__(self): return f"LawCheck(max_rel={self.max_rel:.2e}, n_laws={self.n_laws}, n_rows={self.n_rows}, n_constant={self.n_constant})"
 
 _CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + rows) × D matrices before going matrix-free
 
-def law_norms(hv, theta:Tensor, budget:int=_CHECK_BUDGET)->Tensor:
-    "‖∇h_j(θ)‖ for every entry of the flat law function `hv`, by VJPs with one-hot cotangents, a chunk within `budget` bytes at a time"
-    L, D, (_, back_h) = hv(theta).numel(), theta.numel(), vjp(hv, theta)
-    cl = max(1, budget // (8*(D + L)))
-    onehot = lambda j: F.one_hot(torch.arange(j, min(j + cl, L), device=theta.device), L).to(theta.dtype)  # cotangents picking laws
-    return torch.cat([vmap(lambda e: back_h(e)[0].norm())(onehot(j)) for j in range(0, L, cl)])
 
-def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, B):
-    """Matrix-free check: |⟨∇h_j, J_xᵀu⟩| / (‖∇h_j‖ ‖J_xᵀu‖) for every law j, input x and output direction u. A chunk of
-    rows r = J_xᵀu comes from VJPs of the model; ⟨∇h_j, r⟩ for every law at once is one JVP of h along r; the law-gradient
-    norms come from VJPs of h, a chunk of laws at a time. Never a (laws × D) or (rows × D) matrix beyond `budget` bytes.
-    Directions: the rows of B (every output, or the loss's basis) when there are <= n_dirs, else n_dirs Gaussian ones in their span. Returns (per-law max, ‖∇h_j‖, rows)"""
-    D, dev, dt = theta.numel(), theta.device, theta.dtype
-    L, N = hv(theta).numel(), len(X)
-    U = (B.expand(N, *B.shape) if len(B) <= n_dirs else                                          # the loss's directions
-         torch.randn(N, n_dirs, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dt) @ (B.T @ B))
-    m, tiny = U.shape[1], torch.finfo(dt).tiny
-    gn = law_norms(hv, theta, budget)                                                                # (L,)
-    def rows(x, Ux):
-        _, back = vjp(lambda th: fx(th, x), theta)
-        return vmap(lambda u: back(u)[0])(Ux)                                                        # (m, D)
-    along = lambda r: jvp(hv, (theta,), (r,))[1]                                                      # (L,): ⟨∇h_j, r⟩
-    cx, best = max(1, budget // (8*m*(D + L))), torch.zeros(L, dtype=dt, device=dev)
+# %% ../nbs/02_pde.ipynb #6840fc00
+def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
+
+def _probe_norms(hv, theta, L, g):
+    """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), one VJP and one JVP of h each.
+    y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's gradient is
+    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled)"""
+    _, back = vjp(hv, theta)
+    C = ((torch.rand(2, L, generator=g, dtype=torch.float64) + 1) *
+         (2*torch.randint(0, 2, (2, L), generator=g) - 1)).to(theta)
+    E = torch.stack([jvp(hv, (theta,), (back(c)[0],))[1] / c for c in C])          # (2, L)
+    return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values
+
+def _slice_tests(along, flat, t, k, groups, touched, g, D, theta, budget):
+    "For each group of indices along dim k of tensor t: does a Gaussian tangent on those slices move each touched law"
+    cb, out, o, s = _chunk(len(groups), 24*(D + len(touched)), budget), [], flat.offsets[t], flat.shapes[t]
+    for i in range(0, len(groups), cb):
+        Z = torch.zeros(len(groups[i:i + cb]), D, dtype=theta.dtype, device=theta.device)
+        part = Z[:, o:o + math.prod(s)].view(len(Z), *s).movedim(k + 1, 1)
+        for b, grp in enumerate(groups[i:i + cb]):
+            part[b, grp] = torch.randn(len(grp), *part.shape[2:], generator=g, dtype=torch.float64).to(theta)
+        out.append(vmap(along)(Z)[:, touched] != 0)
+    return torch.cat(out).T                                                          # (|touched|, groups)
+
+def _dim_support(along, flat, t, k, n, touched, g, D, theta, budget):
+    """The indices along dim k that each touched law's gradient lives on. First 2⌈log2 n⌉ tests on the halves that each bit
+    of the index splits: the indices consistent with every test hold the support, and when that leaves every law one index
+    or all n it is exact (a superset can only be all n). Otherwise one test per index"""
+    bits = math.ceil(math.log2(n)) if n > 1 else 0
+    if n > 1 and 2*bits < n:
+        ar = torch.arange(n)
+        groups = [gr for gr in (ar[(ar >> b) & 1 == v] for b in range(bits) for v in (0, 1)) if len(gr)]
+        T = _slice_tests(along, flat, t, k, [gr.tolist() for gr in groups], touched, g, D, theta, budget)
+        member = torch.stack([torch.isin(ar, gr) for gr in groups]).to(T.device, torch.float64)   # (tests, n)
+        C = ((~T).to(torch.float64) @ member) == 0                                  # in no negative test
+        if bool(((C.sum(1) == 1) | (C.sum(1) == n)).all()): return C
+    return _slice_tests(along, flat, t, k, [[i] for i in range(n)], touched, g, D, theta, budget)
+
+# %% ../nbs/02_pde.ipynb #acc4b1b8
+def _boxes(hv, theta, flat, R, budget, g):
+    """Norms, second pass: the box each law in R lives in, per tensor the product over dims of the indices its gradient
+    touches at θ (a Gaussian tangent on a slice moves the law exactly when its gradient is nonzero there, with probability 1).
+    Returns (positions in R, their boxes' flat indices into θ, a row each) per tensor and box shape"""
+    D, dev, Rt, out = theta.numel(), theta.device, torch.as_tensor(R, device=theta.device), []
+    along = lambda z: jvp(hv, (theta,), (z,))[1][Rt]
+    for t, s in enumerate(flat.shapes):
+        o, n_t = flat.offsets[t], math.prod(s)
+        z = torch.zeros(D, dtype=theta.dtype, device=dev)
+        z[o:o + n_t] = torch.randn(n_t, generator=g, dtype=torch.float64).to(theta)
+        touched = (along(z) != 0).nonzero().flatten()                               # the laws that move with tensor t
+        if not len(touched): continue
+        if not s: out.append((touched.cpu(), np.full((len(touched), 1), o, dtype=np.int64))); continue   # a scalar
+        masks = [_dim_support(along, flat, t, k, n, touched, g, D, theta, budget) for k, n in enumerate(s)]
+        sizes = torch.stack([M.sum(1) for M in masks], 1)
+        sig, inv = torch.unique(sizes, dim=0, return_inverse=True)
+        for q, sz in enumerate(sig.tolist()):                                        # laws whose boxes have these sides
+            grp, lin = (inv == q).nonzero().flatten(), 0
+            for k, (M, m) in enumerate(zip(masks, sz)):                             # the box's flat indices, as a product
+                lin = lin*s[k] + M[grp].nonzero()[:, 1].view(len(grp), *[1]*k, m, *[1]*(len(s) - k - 1))
+            lin = torch.as_tensor(lin, device=dev).reshape(len(grp), -1)
+            out.append((touched[grp].cpu(), (lin + o).cpu().numpy()))
+    return out
+
+def _color(cells, D, budget):
+    """Greedy colouring: laws whose boxes share no entry of θ get one colour. `cells`: {law: flat indices}. The colours in use
+    at each entry are bits of a (D, words) table, grown while it fits `budget`. Returns ([[laws] per colour], uncoloured)"""
+    used, colors, rest = np.zeros((D, 1), dtype=np.uint64), [], []
+    for j, c in cells.items():
+        forb, w = np.bitwise_or.reduce(used[c], axis=0), 0
+        while w < used.shape[1] and forb[w] == np.uint64(2**64 - 1): w += 1
+        if w == used.shape[1]:
+            if 8*D*(w + 1) > budget: rest.append(j); continue
+            used, forb = np.concatenate([used, np.zeros((D, 1), np.uint64)], 1), np.append(forb, np.uint64(0))
+        inv = int(~forb[w]); free = (inv & -inv).bit_length() - 1
+        used[c, w] |= np.uint64(1 << free)
+        while len(colors) <= 64*w + free: colors.append([])
+        colors[64*w + free].append(j)
+    return [c for c in colors if c], rest
+
+# %% ../nbs/02_pde.ipynb #28a48c00
+def law_norms(
+    hv, theta:Tensor,         # the flat law function (`_law_fn`) and the point
+    budget:int=_CHECK_BUDGET, # bytes per chunk
+    flat:Flat=None,           # the parameters' layout: lets the second pass find each law's box (else one VJP per law left)
+    seed:int=0,               # seeds the probes
+)->Tensor:
+    """‖∇h_j(θ)‖ for every entry of `hv`, exact, without one VJP per law where the laws allow. (1) Two probes of J_h J_hᵀ settle
+    every law whose gradient is orthogonal to the others' (per-unit laws: SwiGLU, rescalings). (2) For the rest, each law's
+    box (the entries its gradient can touch) is found by JVPs on slices; laws with disjoint boxes share a colour, and one VJP
+    per colour gives each of its laws' gradients on its own box. (3) A law left over (box past `budget`): its own VJP"""
+    L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
+    n2, ok = _probe_norms(hv, theta, L, g)
+    R, (_, back_h) = (~ok).nonzero().flatten().tolist(), vjp(hv, theta)
+    if R and flat is not None:
+        pieces = [[] for _ in R]
+        for a, lin in _boxes(hv, theta, flat, R, budget, g):
+            for r, row in zip(a.tolist(), lin): pieces[r].append(row)
+        cells = {j: np.concatenate(p) if p else np.zeros(0, np.int64) for j, p in zip(R, pieces)}
+        keep = (np.cumsum([len(cells[j]) for j in R]) <= budget // 8).tolist()   # boxes past the budget: one VJP each
+        colors, rest = _color({j: cells[j] for j, k in zip(R, keep) if k}, D, budget)
+        cb = _chunk(len(colors), 24*(D + L), budget)
+        for i in range(0, len(colors), cb):
+            Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
+            for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
+            S = vmap(lambda c: back_h(c)[0])(Ct)                                        # (b, D): each colour's gradients, summed
+            for b, col in enumerate(colors[i:i + cb]):
+                ids = torch.cat([torch.full((len(cells[j]),), j) for j in col]).to(theta.device)
+                n2[torch.as_tensor(col, device=theta.device)] = 0.
+                n2.index_add_(0, ids, S[b, torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)]**2)
+        R = rest + [R[i] for i in range(len(R)) if not keep[i]]
+    if R:                                                                            # one VJP per law left
+        Rt = torch.as_tensor(R, device=theta.device)
+        cl = _chunk(len(R), 24*(D + L), budget)
+        for i in range(0, len(R), cl):
+            n2[Rt[i:i+cl]] = vmap(lambda e: back_h(e)[0].pow(2).sum())(F.one_hot(Rt[i:i+cl], L).to(theta.dtype))
+    return n2.sqrt()
+
+# %% ../nbs/02_pde.ipynb #065f0269
+def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, loss, flat):
+    """Matrix-free check: |⟨∇h_j, ∇ℓ_u⟩| / (‖∇h_j‖ ‖∇ℓ_u‖) for every law j and `n_dirs` random losses ℓ_u(θ) = Σ_x u_x·f(θ; x),
+    each u_x Gaussian in the loss's output directions (projected on 1⊥ under 'ce'). ∇ℓ_u: VJPs of the batched model, summed over chunks
+    of inputs; ⟨∇h_j, ∇ℓ_u⟩ for every law at once: one JVP of h; ‖∇h_j‖: `law_norms`. Memory O(n_dirs·D) beyond the model's
+    own activations. Returns (per-law max, ‖∇h_j‖, losses)"""
+    D, dev, dt, N = theta.numel(), theta.device, theta.dtype, len(X)
+    U = torch.randn(n_dirs, N, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dt)            # (m, N, K)
+    if loss == 'ce': U = U - U.mean(-1, keepdim=True)                                              # = Gaussian in 1⊥
+    Gl, cx = torch.zeros(n_dirs, D, dtype=dt, device=dev), max(1, budget // (8*16*n_dirs*K))
     for i in range(0, N, cx):
-        with model_errors(): R = vmap(rows)(X[i:i+cx], U[i:i+cx]).reshape(-1, D)                       # (c·m, D)
-        rn = R.norm(dim=1)
-        rel = vmap(along)(R).abs() / (rn[:, None]*gn[None]).clamp_min(tiny)                          # (c·m, L)
-        best = torch.maximum(best, rel.masked_fill(rn[:, None] == 0, 0.).max(0).values)
-    return best, gn, N*m
+        with model_errors():
+            _, back = vjp(lambda th: vmap(fx, in_dims=(None, 0))(th, X[i:i+cx]), theta)
+            Gl += vmap(lambda u: back(u)[0])(U[:, i:i+cx])                            # (m, D): the losses' gradients
+    gn, rn = law_norms(hv, theta, budget, flat), Gl.norm(dim=1)
+    rel = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(Gl).abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
+    return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
 
 # %% ../nbs/02_pde.ipynb #7f7a45ce
 def check_laws(
@@ -676,8 +783,8 @@ def check_laws(
     seed:int=0,            # seeds the inputs
     dtype=torch.float64, device=None,
     exact:bool=True,       # evaluate the model under `exact_ops`
-    method:str='auto',     # 'dense' (every ∇f_k(x) as a row), 'matrix_free' (VJPs/JVPs in chunks), or 'auto' (by memory)
-    n_dirs:int=8,          # matrix-free: output directions u per input (every output when K <= n_dirs)
+    method:str='auto',     # 'dense' (every ∇f_k(x) as a row), 'matrix_free' (random losses, VJPs/JVPs in chunks), or 'auto' (by memory)
+    n_dirs:int=8,          # matrix-free: random losses Σ_x u_x·f(θ; x) checked against (each law must be orthogonal to every one)
     budget:int=_CHECK_BUDGET, # bytes: 'auto' goes matrix-free past it, and the matrix-free chunks stay within it
     loss:str='any',        # 'any'/'mse': every output direction; 'ce': directions u ⟂ 1 only (see `count_laws`)
 )->LawCheck:
@@ -692,11 +799,12 @@ def check_laws(
     X = draw_inputs(sample_inputs, None if isinstance(sample_inputs, Tensor) else n_samples, g, theta.device, dtype)
     if len(X) == 0: raise ValueError("`sample_inputs` is empty: pass at least one input")
     K, hv = output_dim(fn, params, X[0]), _law_fn(h, flat)
-    B = _output_basis(loss, K, dtype, theta.device)
+    if loss == 'ce' and K < 2: _output_basis(loss, K, dtype)                # refuses, saying why
     if method == 'auto': method = 'dense' if 8*flat.D*(hv(theta).numel() + len(X)*K) <= budget else 'matrix_free'
     if method == 'matrix_free':
-        per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs, g, budget, B)
+        per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs, g, budget, loss, flat)
     else:
+        B = _output_basis(loss, K, dtype, theta.device)
         G = jacrev(hv)(theta)                                                # (L, D)
         J = jacobian_rows(fn, flat, theta, X)                                # (N·K, D)
         if loss == 'ce': J = (B @ J.reshape(len(X), K, -1)).reshape(-1, flat.D)  # (N·(K−1), D)
