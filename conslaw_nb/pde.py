@@ -679,7 +679,7 @@ def _dim_support(along, flat, t, k, n, touched, g, D, theta, budget):
 def _boxes(hv, theta, flat, R, budget, g):
     """Norms, second pass: the box each law in R lives in, per tensor the product over dims of the indices its gradient
     touches at θ (a Gaussian tangent on a slice moves the law exactly when its gradient is nonzero there, with probability 1).
-    Returns (positions in R, their boxes' flat indices into θ, a row each) per tensor and box shape"""
+    Returns, per tensor some law moves with: (t, positions in R of those laws, one (laws, n_k) mask per dim)"""
     D, dev, Rt, out = theta.numel(), theta.device, torch.as_tensor(R, device=theta.device), []
     along = lambda z: jvp(hv, (theta,), (z,))[1][Rt]
     for t, s in enumerate(flat.shapes):
@@ -687,18 +687,28 @@ def _boxes(hv, theta, flat, R, budget, g):
         z = torch.zeros(D, dtype=theta.dtype, device=dev)
         z[o:o + n_t] = torch.randn(n_t, generator=g, dtype=torch.float64).to(theta)
         touched = (along(z) != 0).nonzero().flatten()                               # the laws that move with tensor t
-        if not len(touched): continue
-        if not s: out.append((touched.cpu(), np.full((len(touched), 1), o, dtype=np.int64))); continue   # a scalar
-        masks = [_dim_support(along, flat, t, k, n, touched, g, D, theta, budget) for k, n in enumerate(s)]
-        sizes = torch.stack([M.sum(1) for M in masks], 1)
-        sig, inv = torch.unique(sizes, dim=0, return_inverse=True)
-        for q, sz in enumerate(sig.tolist()):                                        # laws whose boxes have these sides
-            grp, lin = (inv == q).nonzero().flatten(), 0
-            for k, (M, m) in enumerate(zip(masks, sz)):                             # the box's flat indices, as a product
-                lin = lin*s[k] + M[grp].nonzero()[:, 1].view(len(grp), *[1]*k, m, *[1]*(len(s) - k - 1))
-            lin = torch.as_tensor(lin, device=dev).reshape(len(grp), -1)
-            out.append((touched[grp].cpu(), (lin + o).cpu().numpy()))
+        if len(touched): out.append((t, touched.cpu(), [_dim_support(along, flat, t, k, n, touched, g, D, theta, budget).cpu()
+                                                          for k, n in enumerate(s)]))
     return out
+
+def _box_cells(flat, boxes, pick):
+    "{position in R: flat indices into θ of its box} for the positions where `pick` (bool over R) holds"
+    pieces = {}
+    for t, touched, masks in boxes:
+        sel = pick[touched]; pos, masks, s, o = touched[sel], [M[sel] for M in masks], flat.shapes[t], flat.offsets[t]
+        if not len(pos): continue
+        if not s: lin, groups = torch.full((len(pos), 1), o), [(torch.arange(len(pos)), None)]
+        else:
+            sig, inv = torch.unique(torch.stack([M.sum(1) for M in masks], 1), dim=0, return_inverse=True)
+            groups = [((inv == q).nonzero().flatten(), sz) for q, sz in enumerate(sig.tolist())]   # boxes of one shape
+        for grp, sz in groups:
+            if sz is not None:
+                lin = 0
+                for k, (M, m) in enumerate(zip(masks, sz)):                         # the box's flat indices, as a product
+                    lin = lin*s[k] + M[grp].nonzero()[:, 1].view(len(grp), *[1]*k, m, *[1]*(len(s) - k - 1))
+                lin = torch.as_tensor(lin).reshape(len(grp), -1) + o
+            for r, row in zip(pos[grp].tolist(), lin.numpy()): pieces.setdefault(r, []).append(row)
+    return {r: np.concatenate(p) for r, p in pieces.items()}
 
 def _color(cells, D, budget):
     """Greedy colouring: laws whose boxes share no entry of θ get one colour. `cells`: {law: flat indices}. The colours in use
@@ -731,22 +741,29 @@ def law_norms(
     n2, ok = _probe_norms(hv, theta, L, g)
     R, (_, back_h) = (~ok).nonzero().flatten().tolist(), vjp(hv, theta)
     if R and flat is not None:
-        pieces = [[] for _ in R]
-        for a, lin in _boxes(hv, theta, flat, R, budget, g):
-            for r, row in zip(a.tolist(), lin): pieces[r].append(row)
-        cells = {j: np.concatenate(p) if p else np.zeros(0, np.int64) for j, p in zip(R, pieces)}
-        keep = (np.cumsum([len(cells[j]) for j in R]) <= budget // 8).tolist()   # boxes past the budget: one VJP each
-        colors, rest = _color({j: cells[j] for j, k in zip(R, keep) if k}, D, budget)
-        cb = _chunk(len(colors), 24*(D + L), budget)
-        for i in range(0, len(colors), cb):
-            Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
-            for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
-            S = vmap(lambda c: back_h(c)[0])(Ct)                                        # (b, D): each colour's gradients, summed
-            for b, col in enumerate(colors[i:i + cb]):
-                ids = torch.cat([torch.full((len(cells[j]),), j) for j in col]).to(theta.device)
-                n2[torch.as_tensor(col, device=theta.device)] = 0.
-                n2.index_add_(0, ids, S[b, torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)]**2)
-        R = rest + [R[i] for i in range(len(R)) if not keep[i]]
+        boxes, cap, rest = _boxes(hv, theta, flat, R, budget, g), budget // 8, []
+        size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
+        for t, touched, masks in boxes: size.index_add_(0, touched, math.prod([torch.ones(len(touched), dtype=torch.long)] + [M.sum(1) for M in masks]))
+        batch = torch.zeros(len(R), dtype=torch.long) - 1                                 # batches of boxes within the budget
+        q, tot = 0, 0
+        for r, n in enumerate(size.tolist()):
+            if n > cap: continue                                                         # past the budget alone: its own VJP
+            if tot + n > cap: q, tot = q + 1, 0
+            batch[r], tot = q, tot + n
+        rest = [R[r] for r in (batch < 0).nonzero().flatten().tolist()]
+        for q in range(int(batch.max()) + 1 if len(R) else 0):
+            cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
+            colors, left = _color(cells, D, budget); rest += left
+            cb = _chunk(len(colors), 24*(D + L), budget)
+            for i in range(0, len(colors), cb):
+                Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
+                for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
+                S = vmap(lambda c: back_h(c)[0])(Ct)                                    # (b, D): each colour's gradients, summed
+                for b, col in enumerate(colors[i:i + cb]):
+                    ids = torch.cat([torch.full((len(cells[j]),), j) for j in col]).to(theta.device)
+                    n2[torch.as_tensor(col, device=theta.device)] = 0.
+                    n2.index_add_(0, ids, S[b, torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)]**2)
+        R = rest
     if R:                                                                            # one VJP per law left
         Rt = torch.as_tensor(R, device=theta.device)
         cl = _chunk(len(R), 24*(D + L), budget)
