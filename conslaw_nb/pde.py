@@ -495,8 +495,8 @@ def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None)->_Eig:
         res = R.norm(dim=0)/lam
         if bar is not None: bar.update(1); bar.set_postfix_str(f'residual {float(res.max()):.0e}')
         if cut(th/lam, res, X): return _Eig(th/lam, X, res, it, True)
-        Q = torch.cat([X, _orth_against(X, torch.cat([R] + ([P] if P is not None else []), 1))], 1)
-        AQ = A(Q.T).T
+        Wn = _orth_against(X, torch.cat([R] + ([P] if P is not None else []), 1))
+        Q, AQ = torch.cat([X, Wn], 1), torch.cat([AX, A(Wn.T).T], 1)          # AX is known: apply A to the new part only
         H = Q.T @ AQ; _, C = torch.linalg.eigh((H + H.T)/2)
         Xn, AX = Q @ C[:, :b], AQ @ C[:, :b]
         P, X = Xn - X @ (X.T @ Xn), Xn
