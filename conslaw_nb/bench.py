@@ -12,8 +12,8 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row',
            'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling',
            'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor',
-           'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row', 'bench_width', 'judge', 'headline',
-           'summarize', 'machine', 'BenchConfig', 'run_benchmark']
+           'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row', 'module_checks', 'bench_width',
+           'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -27,6 +27,8 @@ from .pde import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms
 from .ffn import swiglu, swiglu_problem
 from .attention import mha, mha_problem
 from .models import build_model
+from .adapters import adapt
+from types import SimpleNamespace
 from .monitor import ConservationMonitor
 from .training import TrainConfig, TASKS
 
@@ -515,13 +517,33 @@ def width_count_row(d:int, device=None)->dict:
                agree=row['dense_laws'] == row['iterative_laws'] == case.laws)
     return row
 
+# %% ../nbs/19_bench.ipynb #e85f976f
+def _module_problem(make, seq_len=16):
+    "A module read by `adapt` as a width-check problem: its own parameters (float64), inputs and stated laws"
+    torch.manual_seed(0); a = adapt(make().double(), seq_len=seq_len)
+    return SimpleNamespace(point=lambda seed=0, device=None: {k: v.to(device) for k, v in a.params.items()} if device else a.params,
+                           laws=a.laws, f=a.f, sample_inputs=a.inputs)
+
+def module_checks(quick:bool=False)->tuple:
+    """transformers' own LlamaMLP and LlamaAttention (GQA with RoPE) from a random config at a real width, as (name, problem
+    factory) pairs for `width_check_row`; () when transformers is not installed"""
+    try:
+        import transformers as tf
+        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP
+    except ImportError: return ()
+    d, H, Hkv, dh, ff = (64, 4, 2, 16, 172) if quick else (512, 8, 2, 64, 1376)
+    cfg = lambda: tf.LlamaConfig(hidden_size=d, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=dh,
+                                 intermediate_size=ff, attn_implementation='eager')
+    return ((f'LlamaMLP d={d} d_ff={ff}', lambda: _module_problem(lambda: LlamaMLP(cfg()))),
+            (f'LlamaAttention d={d} {H}x{dh} GQA {Hkv}', lambda: _module_problem(lambda: LlamaAttention(cfg(), 0))))
+
 # %% ../nbs/19_bench.ipynb #86882a9f
-def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS)->dict:
-    "Table 5: model-width checks against the direct-rate baseline, and dense vs iterative vs floor counts"
-    out = dict(checks=[], counts=[])
-    for name, make in checks:
-        r = width_check_row(name, make(), device); out['checks'].append(r)
-        print(f"  {r['case']:26} D={r['D']:7}  check {r['check_s']:6.2f} s {r['check_MB']:6.0f} MB (max rel {r['check_max_rel']:.0e}, "
+def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None)->dict:
+    "Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules), and dense vs iterative vs floor counts"
+    out = dict(checks=[], modules=[], counts=[])
+    for key, (name, make) in [('checks', c) for c in checks] + [('modules', m) for m in (module_checks() if modules is None else modules)]:
+        r = width_check_row(name, make(), device); out[key].append(r)
+        print(f"  {r['case']:32} D={r['D']:7}  check {r['check_s']:6.2f} s {r['check_MB']:6.0f} MB (max rel {r['check_max_rel']:.0e}, "
               f"{r['rows']} rows)   direct rates {r['direct_s']:6.2f} s {r['direct_MB']:6.0f} MB (max rel {r['direct_max_rel']:.0e})"
               f"   check/direct ×{r['check_over_direct']:.1f}", flush=True)
     for d in count_ds:
@@ -636,7 +658,7 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
         _section("5. model width: checks against direct rates; dense vs iterative vs floor counts")
-        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1]) if cfg.quick else bench_width(dev))
+        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True)) if cfg.quick else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),
                    seconds_total=time.perf_counter()-t_all, speedup=speed, anchors=anchors, scaling=sc, monitor=mon, width=width,

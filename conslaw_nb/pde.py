@@ -643,12 +643,12 @@ def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
 def _probe_norms(hv, theta, L, g):
     """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), one VJP and one JVP of h each.
     y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's gradient is
-    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled)"""
+    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes)"""
     _, back = vjp(hv, theta)
     C = ((torch.rand(2, L, generator=g, dtype=torch.float64) + 1) *
          (2*torch.randint(0, 2, (2, L), generator=g) - 1)).to(theta)
-    E = torch.stack([jvp(hv, (theta,), (back(c)[0],))[1] / c for c in C])          # (2, L)
-    return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values
+    Y = torch.stack([jvp(hv, (theta,), (back(c)[0],))[1] for c in C]); E = Y / C             # (2, L)
+    return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y
 
 def _slice_tests(along, flat, t, k, groups, touched, g, D, theta, budget):
     "For each group of indices along dim k of tensor t: does a Gaussian tangent on those slices move each touched law"
@@ -662,17 +662,23 @@ def _slice_tests(along, flat, t, k, groups, touched, g, D, theta, budget):
     return torch.cat(out).T                                                          # (|touched|, groups)
 
 def _dim_support(along, flat, t, k, n, touched, g, D, theta, budget):
-    """The indices along dim k that each touched law's gradient lives on. First 2⌈log2 n⌉ tests on the halves that each bit
-    of the index splits: the indices consistent with every test hold the support, and when that leaves every law one index
-    or all n it is exact (a superset can only be all n). Otherwise one test per index"""
-    bits = math.ceil(math.log2(n)) if n > 1 else 0
-    if n > 1 and 2*bits < n:
-        ar = torch.arange(n)
-        groups = [gr for gr in (ar[(ar >> b) & 1 == v] for b in range(bits) for v in (0, 1)) if len(gr)]
+    """The indices along dim k that each touched law's gradient may live on: a superset of its support, exact in the cases
+    below. Tests on groups of indices (does a Gaussian tangent on those slices move the law?); an index in a group that
+    tested negative is out. First the halves each bit of the index splits (2⌈log2 n⌉ tests): when that leaves every law one
+    index or all n it is exact. Else the quarters each pair of bits splits (4·C(⌈log2 n⌉, 2) tests), when they are fewer than
+    n/2: exact whenever a support differs from another of its indices only in whole groups of bits (a head's columns, the
+    heads of a group). Else one test per index"""
+    bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
+    def decode(groups):
         T = _slice_tests(along, flat, t, k, [gr.tolist() for gr in groups], touched, g, D, theta, budget)
         member = torch.stack([torch.isin(ar, gr) for gr in groups]).to(T.device, torch.float64)   # (tests, n)
-        C = ((~T).to(torch.float64) @ member) == 0                                  # in no negative test
+        return ((~T).to(torch.float64) @ member) == 0                               # in no negative test
+    if n > 1 and 2*bits < n:
+        C = decode([gr for gr in (ar[(ar >> b) & 1 == v] for b in range(bits) for v in (0, 1)) if len(gr)])
         if bool(((C.sum(1) == 1) | (C.sum(1) == n)).all()): return C
+        if 2*bits*(bits - 1) < n/2:
+            return decode([gr for a in range(bits) for b in range(a + 1, bits) for va in (0, 1) for vb in (0, 1)
+                           if len(gr := ar[((ar >> a) & 1 == va) & ((ar >> b) & 1 == vb)])])
     return _slice_tests(along, flat, t, k, [[i] for i in range(n)], touched, g, D, theta, budget)
 
 # %% ../nbs/02_pde.ipynb #acc4b1b8
@@ -727,6 +733,12 @@ def _color(cells, D, budget):
     return [c for c in colors if c], rest
 
 # %% ../nbs/02_pde.ipynb #28a48c00
+def _first_of_equal(rows:Tensor):
+    "Rows grouped by exact equality: (unique rows, index of each group's first row, each row's group)"
+    u, inv = torch.unique(rows, dim=0, return_inverse=True)
+    first = torch.full((len(u),), len(rows), dtype=torch.long).scatter_reduce(0, inv, torch.arange(len(rows)), 'amin')
+    return u, first, inv
+
 def law_norms(
     hv, theta:Tensor,         # the flat law function (`_law_fn`) and the point
     budget:int=_CHECK_BUDGET, # bytes per chunk
@@ -736,10 +748,13 @@ def law_norms(
     """‖∇h_j(θ)‖ for every entry of `hv`, exact, without one VJP per law where the laws allow. (1) Two probes of J_h J_hᵀ settle
     every law whose gradient is orthogonal to the others' (per-unit laws: SwiGLU, rescalings). (2) For the rest, each law's
     box (the entries its gradient can touch) is found by JVPs on slices; laws with disjoint boxes share a colour, and one VJP
-    per colour gives each of its laws' gradients on its own box. (3) A law left over (box past `budget`): its own VJP"""
+    per colour gives each of its laws' gradients on its own box. (3) A law left over (box past `budget`): its own VJP.
+    Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
-    n2, ok = _probe_norms(hv, theta, L, g)
-    R, (_, back_h) = (~ok).nonzero().flatten().tolist(), vjp(hv, theta)
+    n2, ok, Y = _probe_norms(hv, theta, L, g)
+    _, first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
+    R0 = (~ok).nonzero().flatten().cpu()                                              # equal bit for bit): computed once
+    R, (_, back_h) = R0[first].tolist(), vjp(hv, theta)
     if R and flat is not None:
         boxes, cap, rest = _boxes(hv, theta, flat, R, budget, g), budget // 8, []
         size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
@@ -769,6 +784,7 @@ def law_norms(
         cl = _chunk(len(R), 24*(D + L), budget)
         for i in range(0, len(R), cl):
             n2[Rt[i:i+cl]] = vmap(lambda e: back_h(e)[0].pow(2).sum())(F.one_hot(Rt[i:i+cl], L).to(theta.dtype))
+    if len(R0): n2[R0.to(n2.device)] = n2[R0[first][copies].to(n2.device)]          # each copy takes its first's norm
     return n2.sqrt()
 
 # %% ../nbs/02_pde.ipynb #065f0269
