@@ -493,7 +493,7 @@ WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
                 ('RoPE-MHA d=192 3x64 T=32', lambda: mha_problem(3, 192, 64, 64, T=32, rope=True)))
 QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
                       ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
-WIDTH_COUNT_DS = (8, 12, 16, 24)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
+WIDTH_COUNT_DS = (8, 12, 16, 24, 32)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
 
 def width_check_row(name:str, pb, device=None)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds, peak MB, verdict values"
