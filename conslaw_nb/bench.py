@@ -7,13 +7,14 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ACTIVE_SPREAD', 'THRESHOLD_NUDGE', 'N_QUANTILE', 'RELU_PATIENCE', 'RELU_RETRY', 'LINEAR_MAX_DEPTH',
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
-           'WIDTH_COUNT_DS', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count',
-           'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup',
-           'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row',
-           'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling',
-           'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor',
-           'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row', 'module_checks', 'bench_width',
-           'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
+           'WIDTH_COUNT_DS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase',
+           'swiglu_case', 'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row',
+           'print_speedup', 'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params',
+           'anchor_widths', 'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors',
+           'scaling_point', 'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary',
+           'sgd_step', 'bench_monitor', 'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row',
+           'count_line', 'module_checks', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
+           'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -493,7 +494,9 @@ WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
                 ('RoPE-MHA d=192 3x64 T=32', lambda: mha_problem(3, 192, 64, 64, T=32, rope=True)))
 QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
                       ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
-WIDTH_COUNT_DS = (8, 12, 16, 24, 32)   # SwiGLU widths (d1 = 2d) counted by the dense path, the iterative path and the floor
+WIDTH_COUNT_DS = (8, 12, 16, 24, 32)   # SwiGLU widths (d1 = 2d) counted by every path that runs there, and the floor
+ITERATIVE_MAX_D = 24                   # the matrix-free path's row stops here (at d = 32 it alone takes minutes)
+WIDTH_BEYOND_DS = (64,)                # SwiGLU widths counted by the Gram path alone; d = 64 (D = 24,576) is the width target
 
 def width_check_row(name:str, pb, device=None)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds, peak MB, verdict values"
@@ -505,17 +508,25 @@ def width_check_row(name:str, pb, device=None)->dict:
     return dict(case=name, D=sum(v.numel() for v in p.values()), laws=c.n_laws, rows=c.n_rows, check_s=tc, check_MB=mc/MB,
                 check_max_rel=c.max_rel, direct_s=td, direct_MB=mr/MB, direct_max_rel=r, check_over_direct=tc/td)
 
-def width_count_row(d:int, device=None)->dict:
-    "SwiGLU (d, 2d) counted by the dense path, the iterative path and the floor: laws, seconds, peak MB each"
-    case = swiglu_case(d, 2*d); p = case.params(device=device); row = dict(d=d, d1=2*d, theory=case.laws)
-    for m in ('dense', 'iterative'):
+def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), floor:bool=True)->dict:
+    "SwiGLU (d, 2d) counted by each of `methods` (and the floor): laws, seconds, peak MB, solver iterations each"
+    case = swiglu_case(d, 2*d); p = case.params(device=device); row = dict(d=d, d1=2*d, theory=case.laws, methods=list(methods))
+    for m in methods:
         c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
-        row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_s': t, f'{m}_MB': mem/MB})
-        if m == 'iterative': row['iterations'] = c.solver.get('iters')
-    fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
-    row.update(floor_laws=fl, floor_s=tf, floor_MB=mf/MB, iterative_over_dense=row['iterative_s']/row['dense_s'],
-               agree=row['dense_laws'] == row['iterative_laws'] == case.laws)
+        row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB})
+        if m != 'dense': row[f'{m}_iterations'] = c.solver.get('iters')
+    if floor:
+        fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
+        row.update(floor_laws=fl, floor_s=tf, floor_MB=mf/MB)
+    row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods) and row.get('floor_laws', case.laws) == case.laws
     return row
+
+def count_line(r:dict)->str:
+    "One printed line of a `width_count_row`"
+    parts = [f"{m} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:5.0f} MB" + (f" ({r[f'{m}_iterations']} it)" if f'{m}_iterations' in r else '')
+             for m in r['methods']] + ([f"floor {r['floor_s']:5.1f} s"] if 'floor_s' in r else [])
+    laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
+    return f"SwiGLU d={r['d']:3} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
 
 # %% ../nbs/19_bench.ipynb #e85f976f
 def _module_problem(make, seq_len=16):
@@ -538,24 +549,30 @@ def module_checks(quick:bool=False)->tuple:
             (f'LlamaAttention d={d} {H}x{dh} GQA {Hkv}', lambda: _module_problem(lambda: LlamaAttention(cfg(), 0))))
 
 # %% ../nbs/19_bench.ipynb #86882a9f
-def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None)->dict:
-    "Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules), and dense vs iterative vs floor counts"
-    out = dict(checks=[], modules=[], counts=[])
+def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS)->dict:
+    """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
+    and the floor where the dense one runs, then by the Gram path alone beyond"""
+    out = dict(checks=[], modules=[], counts=[], beyond=[])
     for key, (name, make) in [('checks', c) for c in checks] + [('modules', m) for m in (module_checks() if modules is None else modules)]:
         r = width_check_row(name, make(), device); out[key].append(r)
         print(f"  {r['case']:32} D={r['D']:7}  check {r['check_s']:6.2f} s {r['check_MB']:6.0f} MB (max rel {r['check_max_rel']:.0e}, "
               f"{r['rows']} rows)   direct rates {r['direct_s']:6.2f} s {r['direct_MB']:6.0f} MB (max rel {r['direct_max_rel']:.0e})"
               f"   check/direct ×{r['check_over_direct']:.1f}", flush=True)
     for d in count_ds:
-        r = width_count_row(d, device); out['counts'].append(r)
-        print(f"  SwiGLU d={d:3} D={r['D']:6}  laws {r['dense_laws']}/{r['iterative_laws']}/{r['floor_laws']} (theory {r['theory']})  "
-              f"dense {r['dense_s']:6.2f} s {r['dense_MB']:5.0f} MB   iterative {r['iterative_s']:6.2f} s {r['iterative_MB']:5.0f} MB "
-              f"({r['iterations']} iterations)   floor {r['floor_s']:5.2f} s   iterative/dense ×{r['iterative_over_dense']:.1f}", flush=True)
+        r = width_count_row(d, device, ('dense', 'gram', 'iterative') if d <= ITERATIVE_MAX_D else ('dense', 'gram'))
+        out['counts'].append(r); print('  ' + count_line(r), flush=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(threads, min(2, os.cpu_count() or 1)))   # the widest counts: on the two cores the targets speak of
+    try:
+        for d in beyond_ds:
+            r = width_count_row(d, device, ('gram',), floor=False); r['threads'] = torch.get_num_threads()
+            out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
+    finally: torch.set_num_threads(threads)
     return out
 
 # %% ../nbs/19_bench.ipynb #f6e14166
 TARGETS = dict(anchor_suites_seconds=('<', 60), monitor_overhead_pct=('<', 3), floor_ratio=('<=', 3),
-               width_check_seconds=('<=', 2), width_check_GB=('<', 1))
+               width_check_seconds=('<=', 2), width_check_GB=('<', 1), width_count_minutes=('<', 10), width_count_GB=('<', 6))
 
 def judge(value:float, op:str, target:float)->tuple:
     "(met, how far it missed or None) of `value` against the target `op target`"
@@ -575,7 +592,11 @@ def headline(speed:list, anchors:dict, sc:dict, mon:dict, width:dict)->dict:
         floor_ratio=(last['ratio'], f"engine / floor seconds on the largest SwiGLU case run (D = {last['D']})"),
         width_check_seconds=(max(r['check_s'] for r in width['checks']), 'the slower of the model-width checks (' +
             ', '.join(f"{r['case']}: {r['check_s']:.1f} s, direct-rate baseline {r['direct_s']:.1f} s" for r in width['checks']) + ')'),
-        width_check_GB=(max(r['check_MB'] for r in width['checks'])/1024, 'the larger peak memory of the model-width checks'))
+        width_check_GB=(max(r['check_MB'] for r in width['checks'])/1024, 'the larger peak memory of the model-width checks'),
+        **({} if not width.get('beyond') else dict(                                  # the widest count run: SwiGLU d = 64 in full
+            width_count_minutes=(width['beyond'][-1]['gram_s']/60, f"SwiGLU d={width['beyond'][-1]['d']} (D = {width['beyond'][-1]['D']}) "
+                                 f"by the Gram path: {width['beyond'][-1]['gram_laws']} laws, theory {width['beyond'][-1]['theory']}"),
+            width_count_GB=(width['beyond'][-1]['gram_MB']/1024, 'its peak memory'))))
 
 def summarize(head:dict)->dict:
     "Print the summary table of `headline`'s numbers against `TARGETS`; name -> value, target, met, miss, how"
@@ -584,6 +605,7 @@ def summarize(head:dict)->dict:
                                             f"{head['speedup_vs_baseline'][0]:.2f} ({head['speedup_vs_baseline'][1]})")
     print("\nsummary                      value      target   met")
     for k, (op, t) in TARGETS.items():
+        if k not in head: print(f"  {k:26} {'not run':>9}  {op} {t}"); continue
         v, how = head[k]
         met, miss = judge(v, op, t)
         targets[k] = dict(value=v, target=f"{op} {t}", met=met, miss=miss, how=how)
@@ -657,8 +679,9 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         print_scaling_summary(sc, cfg.budget_s)
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
-        _section("5. model width: checks against direct rates; dense vs iterative vs floor counts")
-        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True)) if cfg.quick else bench_width(dev))
+        _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone")
+        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=()) if cfg.quick
+                 else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),
                    seconds_total=time.perf_counter()-t_all, speedup=speed, anchors=anchors, scaling=sc, monitor=mon, width=width,

@@ -341,15 +341,19 @@ def _free_bytes(device)->int:
         with open('/proc/meminfo') as f: return next(int(l.split()[1])*1024 for l in f if l.startswith('MemAvailable'))
     except (OSError, StopIteration, ValueError): return 2**62
 
+_DENSE_MAX_D = 2048   # 'auto': past this D the Gram path is faster than the dense one (benchmark, model-width section)
+
 def _count_method(method, D, piecewise, device)->str:
-    "'dense' or 'iterative' for `count_laws(method=...)`"
-    check_choice('method', method, ('auto', 'dense', 'iterative'))
-    if method == 'iterative' and piecewise:
-        raise ValueError(f"method='iterative' needs an analytic model; this one applies {', '.join(piecewise)} to its inputs or weights, "
+    "'dense', 'gram' or 'iterative' for `count_laws(method=...)`"
+    check_choice('method', method, ('auto', 'dense', 'gram', 'iterative'))
+    if method in ('iterative', 'gram') and piecewise:
+        raise ValueError(f"method={method!r} needs an analytic model; this one applies {', '.join(piecewise)} to its inputs or weights, "
                          "whose regions the dense path tracks (see 'Piecewise models'): use method='dense' or 'auto'")
     if method != 'auto': return method
     if piecewise: return 'dense'
-    return 'dense' if 3*8*D*D < _free_bytes(device) else 'iterative'   # dense is faster wherever it fits (benchmark)
+    free = _free_bytes(device)
+    if D <= _DENSE_MAX_D and 3*8*D*D < free: return 'dense'
+    return 'gram' if 2*4*D*D < free else 'iterative'      # one float32 D×D matrix (and room for the rows), else none
 
 # %% ../nbs/02_pde.ipynb #8476492e
 def count_laws(
@@ -371,7 +375,7 @@ def count_laws(
     exact:bool=True,            # evaluate the model under `exact_ops`
     unseen_tol:float=1e-4,      # piecewise models: input mass of unsampled regions the count may ignore (see above)
     loss:str='any',             # 'any'/'mse': laws for every loss gradient; 'ce': the cross-entropy's (logit shifts invisible)
-    method:str='auto',          # 'dense', 'iterative' (never a D×D matrix), or 'auto' (by D and free memory)
+    method:str='auto',          # 'dense', 'gram' (one D×D matrix), 'iterative' (none), or 'auto' (by D and free memory)
     max_iters:int=3000,         # iterative: LOBPCG iterations before 'ambiguous'
     budget:int=2**28,           # iterative: bytes of Jacobian rows held at once
     progress:bool=None,         # iterative: a tqdm bar (default: on for the iterative path)
@@ -381,7 +385,7 @@ def count_laws(
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     check_choice('loss', loss, LOSSES)
     _check_count_args(seed, n_samples, max_depth, max_samples, patience, bracket_patience, min_gap, unseen_tol, sample_inputs)
-    check_choice('method', method, ('auto', 'dense', 'iterative')); check_int('max_iters', max_iters); check_int('budget', budget)
+    check_choice('method', method, ('auto', 'dense', 'gram', 'iterative')); check_int('max_iters', max_iters); check_int('budget', budget)
     if _n_args(f) == 1: raise ValueError("`f` takes one argument, like a law h(params): count_laws takes the model, "
                                          "f(params, x) on one input (or an nn.Module): count_laws(f, params, sample_inputs)")
     fn, params = as_functional(f, params, dtype, device, exact)
@@ -402,9 +406,9 @@ def count_laws(
                         min((d.gap for d in span.decisions), default=math.inf), status, reason, time.perf_counter()-t0, span.decisions,
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
-        if meth == 'iterative':
+        if meth in ('iterative', 'gram'):
             span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience,
-                max_samples, min_gap, budget, max_iters, progress is not False); info.update(solver); r = span.rank
+                max_samples, min_gap, budget, max_iters, progress is not False, 'cholesky' if meth == 'gram' else 'lobpcg'); info.update(solver); r = span.rank
         else: r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
                                         regions, unseen_tol, B)
     except _Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
@@ -428,19 +432,28 @@ class _Gram:
     J: the rows ∇_θ(u·f(θ; x)) for the inputs `X` and the loss's output directions u (the rows of `B`); W: one over
     their squared norms (unit rows, as the dense path uses); S: the Jacobi scaling diag(JᵀWJ)^(-1/2), divided by its
     largest entry, which lowers G's condition number (about 5x on SwiGLU) without moving its null space off
-    S⁻¹·null(J). Memory: chunks of inputs whose rows fit in `budget` bytes."""
-    def __init__(self, fx, theta, X, K, B, budget):
+    S⁻¹·null(J). Memory: chunks of inputs whose rows fit in `budget` bytes. With `explicit`, also the matrix M = G itself
+    (D × D, float32: it only builds a preconditioner), accumulated chunk by chunk from the same rows, for `method='gram'`."""
+    def __init__(self, fx, theta, X, K, B, budget, explicit=False):
         self.fx, self.theta, self.X, self.budget = fx, theta, X, budget
         self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
         self.D = D = theta.numel(); w, diag = [], torch.zeros_like(theta)
+        self.M = torch.zeros(D, D, dtype=torch.float32, device=theta.device) if explicit else None
         for Xc in self.chunks(len(self.B)*D):
             J = self.B @ vmap(jacrev(fx), in_dims=(None, 0))(theta, Xc)                  # (c, K', D), as `jacobian_rows`
             n2 = J.pow(2).sum(-1)
             wc = torch.where(n2 > 0, 1/n2.clamp_min(torch.finfo(n2.dtype).tiny), 0.)
             diag += torch.einsum('ck,ckd->d', wc, J.pow(2)); w.append(wc)
+            if explicit: self._accumulate(J.reshape(-1, D), wc.reshape(-1))
         self.w, self.n_rows = torch.cat(w), int((torch.cat(w) > 0).sum())
         s = torch.where(diag > 0, diag.clamp_min(torch.finfo(diag.dtype).tiny).rsqrt(), 0.)
         self.s = torch.where(diag > 0, s/s.max(), 1.) if bool((diag > 0).any()) else torch.ones_like(theta)
+        if explicit: s32 = self.s.float(); self.M.mul_(s32[:, None]).mul_(s32[None])
+    def _accumulate(self, Jr, w, blk=1024):
+        "M += Jᵀ W J, its lower triangle only (all Cholesky reads), a block of columns at a time: half the work of the square"
+        Jr, w = Jr.float(), w.float()
+        for a in range(0, self.D, blk):
+            self.M[a:a+blk, :a+blk].addmm_(Jr[:, a:a+blk].T*w, Jr[:, :a+blk])
     def chunks(self, per_input):
         c = max(1, self.budget // (8*per_input))
         for i in range(0, len(self.X), c): yield self.X[i:i+c]
@@ -482,9 +495,10 @@ class _Eig:
     "The b smallest Ritz pairs of the Gram operator: values θ (ascending), vectors (D, b), residual norms, iterations"
     theta: Tensor; X: Tensor; res: Tensor; iters: int; converged: bool
 
-def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None)->_Eig:
+def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None, T=None)->_Eig:
     """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res, X)`
-    (the caller's rule: null vectors converged and the gap certified) says so, or after `maxit` iterations"""
+    (the caller's rule: null vectors converged and the gap certified) says so, or after `maxit` iterations. `T`: a
+    preconditioner applied to the residuals (it shapes the search directions only: the eigenproblem stays A's)"""
     dt = torch.float64
     R0 = torch.randn(D, b, generator=g, dtype=dt)
     X = _orth_against(torch.zeros(D, 0, dtype=dt), R0 if X0 is None else torch.cat([X0, R0[:, :b - X0.shape[1]]], 1))
@@ -495,7 +509,7 @@ def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None)->_Eig:
         res = R.norm(dim=0)/lam
         if bar is not None: bar.update(1); bar.set_postfix_str(f'residual {float(res.max()):.0e}')
         if cut(th/lam, res, X): return _Eig(th/lam, X, res, it, True)
-        Wn = _orth_against(X, torch.cat([R] + ([P] if P is not None else []), 1))
+        Wn = _orth_against(X, torch.cat([R if T is None else T(R)] + ([P] if P is not None else []), 1))
         Q, AQ = torch.cat([X, Wn], 1), torch.cat([AX, A(Wn.T).T], 1)          # AX is known: apply A to the new part only
         H = Q.T @ AQ; _, C = torch.linalg.eigh((H + H.T)/2)
         Xn, AX = Q @ C[:, :b], AQ @ C[:, :b]
@@ -514,7 +528,7 @@ class _Complement:
         "Like `Span.add`, for rows in the model's coordinates (bracket rows: not renormalised, so cancellation shows)"
         r, m = self.rank, rows.shape[0]
         if m == 0 or r == self.D: return r
-        _, s, Vh = torch.linalg.svd((rows*self.s) @ self.N.T, full_matrices=True)
+        _, s, Vh = torch.linalg.svd((rows*self.s) @ self.N.T, full_matrices=m < len(self.N))   # Vh: (k, k) either way
         d = rank_decision(torch.cat([s.new_ones(1), s]), r+m, self.D, **self.kw); self.decisions.append(d)
         if d.status != 'ok': return None
         self.N = Vh[d.rank - 1:] @ self.N
@@ -538,15 +552,26 @@ def _null_cut(t, res, b, dtype):
     if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
     return None, None
 
-def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress):
-    """Phase 1 of the iterative count: the null space of the span rows of inputs `X`, by LOBPCG on the Gram operator.
+def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg'):
+    """Phase 1 of the iterative count: the null space of the span rows of inputs `X`, by LOBPCG on the Gram operator;
+    with solver='cholesky' preconditioned by (M + σI)⁻¹, M the Gram matrix formed once in float32 and factored in place
+    (σ = 1e-5·λ₁, above float32's rounding; if the factorization still fails, LOBPCG runs unpreconditioned and says so).
     Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
     D = theta.numel()
-    G = _Gram(fx, theta, X, K, B, budget)
+    G = _Gram(fx, theta, X, K, B, budget, explicit=solver == 'cholesky')
     if D - G.n_rows > D//2: raise _Ambiguous(f'{G.n_rows} rows leave a null space of at least {D - G.n_rows} > D/2: too big for '
                                              'the iterative path; pass more inputs, or use method="dense"', len(X))
-    s1 = G.top(g); lam = s1**2
+    s1 = G.top(g); lam = s1**2; T, pre = None, {}
+    if solver == 'cholesky':
+        G.M.diagonal().add_(1e-5*lam)                      # M's lower triangle is filled: Mᵀ, column-major, has the upper
+        U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32)))  # in place
+        if int(bad) == 0: T = lambda R: torch.linalg.solve_triangular(U, torch.linalg.solve_triangular(U.mT, R.float(), upper=False),
+                                                                       upper=True).to(R.dtype)
+        else: pre = dict(preconditioner=f'Cholesky failed at column {int(bad)}: unpreconditioned')
+        G.M = None if T is None else G.M
     b = min(D, max(64, D - G.n_rows + 16))              # the rows' rank bounds the null space from below
+    if T is not None:                                   # pivots at σ's level hint at the null space's size: a first block
+        b = max(b, min(D//2, math.ceil(1.25*int((U.diagonal()**2 < 100e-5*lam).sum())) + 16))   # (the solver still certifies)
     bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
     X0, iters = None, 0
     try:
@@ -554,14 +579,15 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
             st = {}
             def cut(t, res, V):                            # the screen's candidate, confirmed by singular values from JVPs
                 what, k = st['v'] = _null_cut(t, res, b, dtype)
-                if what != 'done': return what == 'grow'
+                if what == 'grow': return True                 # a converged block with no gap in θ (they square σ) may
+                if what != 'done' and not bool((res <= 1e-12).all()): return False   # still show one in σ: try it
                 st['tries'] = st.get('tries', -1) + 1
                 if st['tries'] % 5: return False           # confirm the first candidate, then every fifth iteration
                 _, sig, Vh = torch.linalg.svd(G.rows(V.T), full_matrices=False)   # Rayleigh–Ritz on the rows themselves
                 d = rank_decision(torch.cat([sig.new_ones(D - b), sig/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
                 st.update(d=d, N=(Vh[len(Vh) - (D - d.rank):] if d.status == 'ok' else Vh[:0]) @ V.T)
                 return d.status == 'ok' and D - d.rank <= b - max(4, b//8)
-            e = _lobpcg(G, D, b, g, lam, cut, max_iters - iters, X0, bar); iters += e.iters
+            e = _lobpcg(G, D, b, g, lam, cut, max_iters - iters, X0, bar, T); iters += e.iters
             if st.get('v', (None,))[0] == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
             if st.get('v', (None,))[0] == 'grow': raise _Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the '
                                                                   'iterative path, use method="dense"', len(X))
@@ -573,34 +599,40 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
             break
     finally: bar.close()
     span = _Complement(st['N'].contiguous(), D, G.s, dtype, min_gap, [st['d']])
-    return span, dict(iters=iters, block=b, sigma_1=s1, n_rows=G.n_rows)
+    return span, dict(solver=solver, iters=iters, block=b, sigma_1=s1, n_rows=G.n_rows, **pre)
 
 # %% ../nbs/02_pde.ipynb #39c9b230
 def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples, min_gap, budget,
-                         max_iters, progress):
+                         max_iters, progress, solver='lobpcg'):
     "Phase 1 of `count_laws(method='iterative')`: the span's null space from the Gram operator, then fresh inputs must add nothing"
     D, dev, fx = flat.D, theta.device, flat_model(fn, flat)
     Kp = K if B is None else len(B)
-    rows = lambda X: torch.cat([(lambda J: J if B is None else (B @ J.reshape(-1, K, D)).reshape(-1, D))(
-        jacobian_rows(fn, flat, theta, Xc)) for Xc in X.split(max(1, budget//(8*K*D)))])
+    def add(span, X):                                      # the rows of inputs X, a chunk within `budget` at a time
+        r = span.rank
+        for Xc in X.split(max(1, budget//(8*K*D))):
+            J = jacobian_rows(fn, flat, theta, Xc)
+            r = span.add_gradients(J if B is None else (B @ J.reshape(-1, K, D)).reshape(-1, D))
+            if r is None: return None
+        return r
     if isinstance(sample_inputs, Tensor):
         X = draw_inputs(sample_inputs, None, g, dev, dtype); n_head = max(1, (3*len(X))//4)
-        span, info = _iterative_span(fx, theta, X[:n_head], K, B, g, dtype, min_gap, budget, max_iters, progress)
-        r0 = span.rank; r = span.add_gradients(rows(X[n_head:])) if n_head < len(X) else r0
+        span, info = _iterative_span(fx, theta, X[:n_head], K, B, g, dtype, min_gap, budget, max_iters, progress, solver)
+        r0 = span.rank; r = add(span, X[n_head:]) if n_head < len(X) else r0
         if r is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
         if r != r0 and r < D: raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter "
                                                "of them): pass more inputs, or a callable sample_inputs(n, generator)")
         return span, X, len(X), info
-    n0 = n_samples or (math.ceil(2*D/Kp) + 4)              # rows ≈ 2D: the Gram's condition number stays moderate
+    n0 = n_samples or (math.ceil((1.25 if solver == 'cholesky' else 2)*D/Kp) + 4)   # rows ≈ 2D keep the Gram's condition
+                                                           # number moderate for LOBPCG; preconditioned, a margin over D will do
     pat = patience if patience is not None else max(n0, 32)
     cap = max_samples or max(8*D, 4*n0, 4*pat)
     span, info = _iterative_span(fx, theta, draw_inputs(sample_inputs, n0, g, dev, dtype), K, B, g, dtype, min_gap, budget,
-                                 max_iters, progress)
+                                 max_iters, progress, solver)
     n_used, quiet = n0, 0
     while quiet < pat and span.rank < D:                   # confirm saturation: a quiet run of `pat` fresh inputs
         if n_used >= cap: raise _Ambiguous(f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})', n_used)
         Xn = draw_inputs(sample_inputs, min(pat - quiet, cap - n_used), g, dev, dtype); n_used += len(Xn)
-        r0 = span.rank; r = span.add_gradients(rows(Xn))
+        r0 = span.rank; r = add(span, Xn)
         if r is None: raise _Ambiguous('span W(θ): singular-value gap too small (fresh inputs)', n_used)
         quiet = quiet + len(Xn) if r == r0 else 0
     return span, None, n_used, info

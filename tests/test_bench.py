@@ -37,7 +37,8 @@ def test_anchor_rows_check_their_counts():
 def test_judge_and_fit():
     assert judge(25, '>=', 20) == (True, None) and judge(5, '>=', 20) == (False, '×4.00 short')
     assert judge(90, '<', 60) == (False, '1.50× over') and judge(3, '<=', 3) == (True, None)
-    assert set(TARGETS) == {'anchor_suites_seconds', 'monitor_overhead_pct', 'floor_ratio', 'width_check_seconds', 'width_check_GB'}
+    assert set(TARGETS) == {'anchor_suites_seconds', 'monitor_overhead_pct', 'floor_ratio', 'width_check_seconds', 'width_check_GB',
+                            'width_count_minutes', 'width_count_GB'}
     assert abs(fit_exponent([10, 100], [1., 1e3]) - 3) < 1e-12
     rows = [dict(D=D, engine_s=D**2, floor_s=D**3) for D in (100, 1000, 2000)]
     fit = power_fit(rows)

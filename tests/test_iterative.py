@@ -1,6 +1,7 @@
-"""count_laws(method='iterative') against the dense path: the same counts, depth by depth, on the families whose null
-spaces the solver's block does not cover in one go (D > 64), with brackets, under cross-entropy, and on fixed inputs;
-and the refusals it owes (piecewise models, bad arguments), raised before any work."""
+"""count_laws(method='iterative') and method='gram' (the same solver preconditioned by the Cholesky factor of the Gram
+matrix) against the dense path: the same counts, depth by depth, on the families whose null spaces the solver's block
+does not cover in one go (D > 64), with brackets, under cross-entropy, and on fixed inputs; and the refusals they owe
+(piecewise models, bad arguments), raised before any work."""
 import pytest, torch
 import torch.nn.functional as F
 from conslaw_nb.pde import count_laws, linear_head
@@ -10,34 +11,39 @@ from conslaw_nb import ffn, attention
 CASES = {'swiglu 6x12': lambda: ffn.swiglu_problem(6, 12),                       # D = 216: span only
          'rope 1 head d=8': lambda: attention.mha_problem(1, 8, 4, 4, T=2, rope=True)}  # D = 128: brackets add 8
 
+@pytest.mark.parametrize('method', ['iterative', 'gram'])
 @pytest.mark.parametrize('name', list(CASES))
-def test_iterative_agrees_with_dense(name):
+def test_iterative_agrees_with_dense(name, method):
     pb = CASES[name](); p = pb.point(0)
     dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
-    it = count_laws(pb.f, p, pb.sample_inputs, method='iterative', progress=False)
-    assert it.method == 'iterative' and it.status == 'ok', it
+    it = count_laws(pb.f, p, pb.sample_inputs, method=method, progress=False)
+    assert it.method == method and it.status == 'ok', it
+    assert it.solver['solver'] == {'iterative': 'lobpcg', 'gram': 'cholesky'}[method]
     assert it.n_laws == dense.n_laws and it.dims_by_depth == dense.dims_by_depth, (it, dense)
     assert it.solver['iters'] >= 1 and it.n_params > it.solver['block']     # the solver really iterated on a subspace
 
-def test_iterative_cross_entropy_head():
+@pytest.mark.parametrize('method', ['iterative', 'gram'])
+def test_iterative_cross_entropy_head(method):
     d, K = 20, 5                                         # D = 105 > the first block of 64
     shapes = {'W': (K, d), 'b': (K,)}
     for loss, want in (('any', 0), ('ce', d + 1)):
-        c = count_laws(linear_head, shapes, gaussian_inputs(d), loss=loss, method='iterative', progress=False)
+        c = count_laws(linear_head, shapes, gaussian_inputs(d), loss=loss, method=method, progress=False)
         assert (c.status, c.n_laws) == ('ok', want), (loss, c)
 
-def test_iterative_fixed_inputs():
+@pytest.mark.parametrize('method', ['iterative', 'gram'])
+def test_iterative_fixed_inputs(method):
     pb = CASES['rope 1 head d=8'](); p = pb.point(1)
     X = pb.sample_inputs(40, torch.Generator().manual_seed(3))
-    it, dense = (count_laws(pb.f, p, X, method=m, progress=False) for m in ('iterative', 'dense'))
+    it, dense = (count_laws(pb.f, p, X, method=m, progress=False) for m in (method, 'dense'))
     assert (it.status, it.n_laws, it.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth), (it, dense)
-    few = count_laws(pb.f, p, X[:4], method='iterative', progress=False)      # 48 rows for D = 128: said, before any solve
+    few = count_laws(pb.f, p, X[:4], method=method, progress=False)      # 48 rows for D = 128: said, before any solve
     assert few.status == 'ambiguous' and 'too big for the iterative path' in few.reason, few
 
 def test_iterative_refusals():
     relu = lambda p, x: p['A'] @ F.relu(p['B'] @ x)
-    with pytest.raises(ValueError, match="method='iterative' needs an analytic model"):
-        count_laws(relu, {'A': (2, 3), 'B': (3, 2)}, gaussian_inputs(2), method='iterative')
+    for m in ('iterative', 'gram'):
+        with pytest.raises(ValueError, match=f"method='{m}' needs an analytic model"):
+            count_laws(relu, {'A': (2, 3), 'B': (3, 2)}, gaussian_inputs(2), method=m)
     pb = ffn.swiglu_problem(2, 3)
     for kw, msg in ((dict(method='lanczos'), 'method'), (dict(max_iters=0), 'max_iters'), (dict(budget=-1), 'budget')):
         with pytest.raises(ValueError, match=msg): count_laws(pb.f, pb.point(0), pb.sample_inputs, **kw)
@@ -46,3 +52,11 @@ def test_iterative_not_converged_is_ambiguous():
     pb = ffn.swiglu_problem(6, 12)
     c = count_laws(pb.f, pb.point(0), pb.sample_inputs, method='iterative', max_iters=1, progress=False)
     assert c.status == 'ambiguous' and c.n_laws is None and 'did not converge' in c.reason, c
+
+def test_auto_picks_by_size():
+    "'auto': dense up to _DENSE_MAX_D, then the Gram path while one D×D matrix fits, then the matrix-free one"
+    from conslaw_nb import pde
+    assert pde._count_method('auto', 100, [], None) == 'dense'
+    assert pde._count_method('auto', pde._DENSE_MAX_D + 1, [], None) == 'gram'
+    assert pde._count_method('auto', 10**6, [], None) == 'iterative'            # 8 TB: no D×D matrix fits
+    assert pde._count_method('auto', 10**6, ['relu'], None) == 'dense'          # piecewise: only the dense path tracks regions
