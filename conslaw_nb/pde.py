@@ -112,8 +112,8 @@ class LawCount:
     decisions: list = field(default_factory=list, repr=False)
     piecewise: tuple = ()        # non-analytic operations the model applies to its inputs or weights (relu, topk, ...)
     unseen_mass: Optional[float] = None  # piecewise models: Good–Turing estimate of the input mass in regions never sampled
-    method: str = 'dense'       # 'dense' (SVDs of the rows) or 'iterative' (the null space by LOBPCG on the Gram operator)
-    solver: dict = field(default_factory=dict, repr=False)  # iterative: iterations, block size, σ₁, rows
+    method: str = 'dense'       # 'dense' (SVDs of the rows), 'iterative' (the null space by LOBPCG on the Gram operator) or 'gram' (the same, Cholesky-preconditioned)
+    solver: dict = field(default_factory=dict, repr=False)  # iterative/gram: solver, iterations, block size, σ₁, rows
     def __repr__(self):
         return (f"LawCount(D={self.n_params}, dim_span={self.dim_span}, dim_lie={self.dim_lie}, "
                 f"dims_by_depth={self.dims_by_depth}, n_laws={self.n_laws}, gap={self.gap:.2e}, status={self.status!r}"

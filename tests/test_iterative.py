@@ -60,3 +60,9 @@ def test_auto_picks_by_size():
     assert pde._count_method('auto', pde._DENSE_MAX_D + 1, [], None) == 'gram'
     assert pde._count_method('auto', 10**6, [], None) == 'iterative'            # 8 TB: no D×D matrix fits
     assert pde._count_method('auto', 10**6, ['relu'], None) == 'dense'          # piecewise: only the dense path tracks regions
+
+def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
+    "RoPE, 3 heads at d=24: the Gram's Ritz values fall smoothly to its rounding (they square σ); the rows' singular values show the gap"
+    pb = attention.mha_problem(3, 24, 8, 8, T=4, rope=True)
+    c = count_laws(pb.f, pb.point(0), pb.sample_inputs, method='gram', progress=False)
+    assert (c.status, c.n_laws) == ('ok', 3*(8//2 + 8*9//2)), c          # H (dk/2 + dv(dv+1)/2), Thm 4.4
