@@ -341,7 +341,7 @@ def _free_bytes(device)->int:
         with open('/proc/meminfo') as f: return next(int(l.split()[1])*1024 for l in f if l.startswith('MemAvailable'))
     except (OSError, StopIteration, ValueError): return 2**62
 
-_DENSE_MAX_D = 2048   # 'auto': past this D the Gram path is faster than the dense one (benchmark, model-width section)
+_DENSE_MAX_D = 2048   # 'auto': past this D the Gram path beats the dense one on SwiGLU (benchmark, model-width section)
 
 def _count_method(method, D, piecewise, device)->str:
     "'dense', 'gram' or 'iterative' for `count_laws(method=...)`"
@@ -561,9 +561,9 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
     G = _Gram(fx, theta, X, K, B, budget, explicit=solver == 'cholesky')
     if D - G.n_rows > D//2: raise _Ambiguous(f'{G.n_rows} rows leave a null space of at least {D - G.n_rows} > D/2: too big for '
                                              'the iterative path; pass more inputs, or use method="dense"', len(X))
-    s1 = G.top(g); lam = s1**2; T, pre = None, {}
+    s1 = G.top(g); lam = s1**2; T, pre, sig = None, {}, 1e-5*s1**2
     if solver == 'cholesky':
-        G.M.diagonal().add_(1e-5*lam)                      # M's lower triangle is filled: Mᵀ, column-major, has the upper
+        G.M.diagonal().add_(sig)                           # M's lower triangle is filled: Mᵀ, column-major, has the upper
         U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32)))  # in place
         if int(bad) == 0: T = lambda R: torch.linalg.solve_triangular(U, torch.linalg.solve_triangular(U.mT, R.float(), upper=False),
                                                                        upper=True).to(R.dtype)
@@ -571,7 +571,7 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
         G.M = None if T is None else G.M
     b = min(D, max(64, D - G.n_rows + 16))              # the rows' rank bounds the null space from below
     if T is not None:                                   # pivots at σ's level hint at the null space's size: a first block
-        b = max(b, min(D//2, math.ceil(1.25*int((U.diagonal()**2 < 100e-5*lam).sum())) + 16))   # (the solver still certifies)
+        b = max(b, min(D//2, math.ceil(1.25*int((U.diagonal()**2 < 100*sig).sum())) + 16))   # (the solver still certifies)
     bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
     X0, iters = None, 0
     try:
@@ -766,10 +766,9 @@ def _color(cells, D, budget):
 
 # %% ../nbs/02_pde.ipynb #28a48c00
 def _first_of_equal(rows:Tensor):
-    "Rows grouped by exact equality: (unique rows, index of each group's first row, each row's group)"
+    "Rows grouped by exact equality: (index of each group's first row, each row's group)"
     u, inv = torch.unique(rows, dim=0, return_inverse=True)
-    first = torch.full((len(u),), len(rows), dtype=torch.long).scatter_reduce(0, inv, torch.arange(len(rows)), 'amin')
-    return u, first, inv
+    return torch.full((len(u),), len(rows), dtype=torch.long).scatter_reduce(0, inv, torch.arange(len(rows)), 'amin'), inv
 
 def law_norms(
     hv, theta:Tensor,         # the flat law function (`_law_fn`) and the point
@@ -784,11 +783,11 @@ def law_norms(
     Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
     n2, ok, Y = _probe_norms(hv, theta, L, g)
-    _, first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
+    first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
     R0 = (~ok).nonzero().flatten().cpu()                                              # equal bit for bit): computed once
     R, (_, back_h) = R0[first].tolist(), vjp(hv, theta)
     if R and flat is not None:
-        boxes, cap, rest = _boxes(hv, theta, flat, R, budget, g), budget // 8, []
+        boxes, cap = _boxes(hv, theta, flat, R, budget, g), budget // 8
         size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
         for t, touched, masks in boxes: size.index_add_(0, touched, math.prod([torch.ones(len(touched), dtype=torch.long)] + [M.sum(1) for M in masks]))
         batch = torch.zeros(len(R), dtype=torch.long) - 1                                 # batches of boxes within the budget
@@ -798,7 +797,7 @@ def law_norms(
             if tot + n > cap: q, tot = q + 1, 0
             batch[r], tot = q, tot + n
         rest = [R[r] for r in (batch < 0).nonzero().flatten().tolist()]
-        for q in range(int(batch.max()) + 1 if len(R) else 0):
+        for q in range(int(batch.max()) + 1):
             cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
             colors, left = _color(cells, D, budget); rest += left
             cb = _chunk(len(colors), 24*(D + L), budget)
