@@ -375,7 +375,7 @@ def count_laws(
     exact:bool=True,            # evaluate the model under `exact_ops`
     unseen_tol:float=1e-4,      # piecewise models: input mass of unsampled regions the count may ignore (see above)
     loss:str='any',             # 'any'/'mse': laws for every loss gradient; 'ce': the cross-entropy's (logit shifts invisible)
-    method:str='auto',          # 'dense', 'gram' (one D×D matrix), 'iterative' (none), or 'auto' (by D and free memory)
+    method:str='auto',          # 'dense', 'gram' (one D×D matrix), 'iterative' (none), or 'auto' (by D, free memory, null space)
     max_iters:int=3000,         # iterative: LOBPCG iterations before 'ambiguous'
     budget:int=2**28,           # iterative: bytes of Jacobian rows held at once
     progress:bool=None,         # iterative: a tqdm bar (default: on for the iterative path)
@@ -407,9 +407,14 @@ def count_laws(
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
         if meth in ('iterative', 'gram'):
-            span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience,
-                max_samples, min_gap, budget, max_iters, progress is not False, 'cholesky' if meth == 'gram' else 'lobpcg'); info.update(solver); r = span.rank
-        else: r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
+            big = D//8 if method == 'auto' and meth == 'gram' and 3*8*D*D < _free_bytes(theta.device) else None
+            try: span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience,
+                max_samples, min_gap, budget, max_iters, progress is not False, 'cholesky' if meth == 'gram' else 'lobpcg', big); info.update(solver); r = span.rank
+            except _BigNull as e:          # a block of D/8+ vectors costs LOBPCG more than the dense SVD (attention: 2·dk² per head)
+                info['switched'] = (f"gram -> dense: the Gram's pivots put the span's null space near {e.args[0]} of D = {D} (> D/8), "
+                                    "where the block solver costs more than the dense path's SVD")
+                meth, g = 'dense', torch.Generator().manual_seed(seed); draw_inputs(sample_inputs, 1, g, theta.device, dtype)  # as if dense
+        if meth == 'dense': r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
                                         regions, unseen_tol, B)
     except _Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
     if X is not None and regions.active and n_used < 1/unseen_tol:   # fixed inputs cannot be topped up: say what they leave
@@ -552,11 +557,14 @@ def _null_cut(t, res, b, dtype):
     if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
     return None, None
 
-def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg'):
+class _BigNull(Exception):
+    "The Gram's pivots put the span's null space above `max_block` (`count_laws(method='auto')` then goes dense)"
+
+def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg', max_block=None):
     """Phase 1 of the iterative count: the null space of the span rows of inputs `X`, by LOBPCG on the Gram operator;
     with solver='cholesky' preconditioned by (M + σI)⁻¹, M the Gram matrix formed once in float32 and factored in place
     (σ = 1e-5·λ₁, above float32's rounding; if the factorization still fails, LOBPCG runs unpreconditioned and says so).
-    Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
+    Raises `_BigNull` when that first block exceeds `max_block`. Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
     D = theta.numel()
     G = _Gram(fx, theta, X, K, B, budget, explicit=solver == 'cholesky')
     if D - G.n_rows > D//2: raise _Ambiguous(f'{G.n_rows} rows leave a null space of at least {D - G.n_rows} > D/2: too big for '
@@ -571,7 +579,9 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
         G.M = None if T is None else G.M
     b = min(D, max(64, D - G.n_rows + 16))              # the rows' rank bounds the null space from below
     if T is not None:                                   # pivots at σ's level hint at the null space's size: a first block
-        b = max(b, min(D//2, math.ceil(1.25*int((U.diagonal()**2 < 100*sig).sum())) + 16))   # (the solver still certifies)
+        guess = math.ceil(1.25*int((U.diagonal()**2 < 100*sig).sum())) + 16
+        if max_block is not None and guess > max_block: raise _BigNull(guess)
+        b = max(b, min(D//2, guess))                    # (the solver still certifies)
     bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
     X0, iters = None, 0
     try:
@@ -603,7 +613,7 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
 
 # %% ../nbs/02_pde.ipynb #39c9b230
 def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples, min_gap, budget,
-                         max_iters, progress, solver='lobpcg'):
+                         max_iters, progress, solver='lobpcg', max_block=None):
     "Phase 1 of `count_laws(method='iterative')`: the span's null space from the Gram operator, then fresh inputs must add nothing"
     D, dev, fx = flat.D, theta.device, flat_model(fn, flat)
     Kp = K if B is None else len(B)
@@ -616,7 +626,7 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
         return r
     if isinstance(sample_inputs, Tensor):
         X = draw_inputs(sample_inputs, None, g, dev, dtype); n_head = max(1, (3*len(X))//4)
-        span, info = _iterative_span(fx, theta, X[:n_head], K, B, g, dtype, min_gap, budget, max_iters, progress, solver)
+        span, info = _iterative_span(fx, theta, X[:n_head], K, B, g, dtype, min_gap, budget, max_iters, progress, solver, max_block)
         r0 = span.rank; r = add(span, X[n_head:]) if n_head < len(X) else r0
         if r is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
         if r != r0 and r < D: raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter "
@@ -627,7 +637,7 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
     pat = patience if patience is not None else max(n0, 32)
     cap = max_samples or max(8*D, 4*n0, 4*pat)
     span, info = _iterative_span(fx, theta, draw_inputs(sample_inputs, n0, g, dev, dtype), K, B, g, dtype, min_gap, budget,
-                                 max_iters, progress, solver)
+                                 max_iters, progress, solver, max_block)
     n_used, quiet = n0, 0
     while quiet < pat and span.rank < D:                   # confirm saturation: a quiet run of `pat` fresh inputs
         if n_used >= cap: raise _Ambiguous(f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})', n_used)

@@ -66,3 +66,16 @@ def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
     pb = attention.mha_problem(3, 24, 8, 8, T=4, rope=True)
     c = count_laws(pb.f, pb.point(0), pb.sample_inputs, method='gram', progress=False)
     assert (c.status, c.n_laws) == ('ok', 3*(8//2 + 8*9//2)), c          # H (dk/2 + dv(dv+1)/2), Thm 4.4
+
+def test_auto_leaves_the_gram_path_when_the_null_space_is_big(monkeypatch):
+    "'auto' past _DENSE_MAX_D: attention's span leaves 2·dk² per head outside it (D/4 here), too big a block: dense, and says so"
+    from conslaw_nb import pde
+    monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
+    pb = attention.mha_problem(2, 8, 4, 4, T=4); p = pb.point(0)            # D = 256, null space of the span 2·2·16 = 64
+    c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
+    dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
+    assert c.method == 'dense' and 'gram -> dense' in c.solver['switched'], c.solver
+    assert (c.status, c.n_laws, c.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and c.n_laws == 2*2*(4*5//2)
+    pb = ffn.swiglu_problem(12, 24); p = pb.point(0)                          # D = 864, a null space of 24 (one per unit)
+    c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
+    assert c.method == 'gram' and 'switched' not in c.solver and (c.status, c.n_laws) == ('ok', 24), c
