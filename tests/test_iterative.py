@@ -79,3 +79,14 @@ def test_auto_leaves_the_gram_path_when_the_null_space_is_big(monkeypatch):
     pb = ffn.swiglu_problem(12, 24); p = pb.point(0)                          # D = 864, a null space of 24 (one per unit)
     c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
     assert c.method == 'gram' and 'switched' not in c.solver and (c.status, c.n_laws) == ('ok', 24), c
+
+def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch):
+    "RoPE, 2 heads of 8 at d=24: the first ceil(D/K)+4 inputs leave the span's smallest singular values near rounding"
+    from conslaw_nb import pde
+    pb = attention.mha_problem(2, 24, 8, 8, T=4, rope=True); p = pb.point(0)   # D = 1536
+    monkeypatch.setattr(pde, 'SPAN_RETRIES', 0)
+    c = count_laws(pb.f, p, pb.sample_inputs, method='dense')
+    assert c.status == 'ambiguous' and 'span W(θ): singular-value gap too small' in c.reason, c
+    monkeypatch.setattr(pde, 'SPAN_RETRIES', 2)
+    c = count_laws(pb.f, p, pb.sample_inputs, method='dense')
+    assert (c.status, c.n_laws) == ('ok', 2*(8//2 + 8*9//2)) and c.gap >= pde.gap_tol(torch.float64), c   # Thm 4.4
