@@ -577,7 +577,6 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
     finally: torch.set_num_threads(threads)
     return out
 
-
 # %% ../nbs/19_bench.ipynb #f6e14166
 TARGETS = dict(anchor_suites_seconds=('<', 60), monitor_overhead_pct=('<', 3), floor_ratio=('<=', 3),
                width_check_seconds=('<=', 2), width_check_GB=('<', 1), width_count_minutes=('<', 10), width_count_GB=('<', 6))

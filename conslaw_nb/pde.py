@@ -350,6 +350,8 @@ def _free_bytes(device)->int:
 
 _DENSE_MAX_D = 2048   # 'auto': past this D the Gram path beats the dense one on SwiGLU (benchmark, model-width section)
 
+def _dense_fits(D, device)->bool: return 3*8*D*D < _free_bytes(device)   # the dense path's three float64 D×D matrices
+
 def _count_method(method, D, piecewise, device)->str:
     "'dense', 'gram' or 'iterative' for `count_laws(method=...)`"
     check_choice('method', method, ('auto', 'dense', 'gram', 'iterative'))
@@ -359,7 +361,7 @@ def _count_method(method, D, piecewise, device)->str:
     if method != 'auto': return method
     if piecewise: return 'dense'
     free = _free_bytes(device)
-    if D <= _DENSE_MAX_D and 3*8*D*D < free: return 'dense'
+    if D <= _DENSE_MAX_D and _dense_fits(D, device): return 'dense'
     return 'gram' if 2*4*D*D < free else 'iterative'      # one float32 D×D matrix (and room for the rows), else none
 
 # %% ../nbs/02_pde.ipynb #8476492e
@@ -411,7 +413,7 @@ def count_laws(
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
         if meth in ('iterative', 'gram'):
-            big = D//8 if method == 'auto' and meth == 'gram' and 3*8*D*D < _free_bytes(theta.device) else None
+            big = D//8 if method == 'auto' and meth == 'gram' and _dense_fits(D, theta.device) else None
             try: span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience,
                 max_samples, min_gap, budget, max_iters, progress is not False, 'cholesky' if meth == 'gram' else 'lobpcg', big); info.update(solver); r = span.rank
             except _BigNull as e:          # 'auto': a block that big costs LOBPCG more than the dense SVD; count as if dense
