@@ -32,10 +32,11 @@ demo: $(STAMP)
 	$(BIN)/conslaw demo
 
 # One torch thread per process: nbdev_test runs two notebooks at once, and two processes each spinning two OpenMP
-# threads on two cores made the notebook run 8x slower (7.5 min instead of 53 s, measured).
+# threads on two cores made the notebook run 8x slower (7.5 min instead of 53 s, measured). pytest likewise runs two
+# pytest-xdist workers of one thread each (tests/conftest.py): serially it left one core idle.
 test: $(STAMP) browser
 	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 tests
 
 export: $(STAMP)
 	$(BIN)/nbdev_export
