@@ -7,14 +7,15 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ACTIVE_SPREAD', 'THRESHOLD_NUDGE', 'N_QUANTILE', 'RELU_PATIENCE', 'RELU_RETRY', 'LINEAR_MAX_DEPTH',
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
-           'WIDTH_COUNT_DS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase',
-           'swiglu_case', 'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row',
-           'print_speedup', 'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params',
-           'anchor_widths', 'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors',
-           'scaling_point', 'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary',
-           'sgd_step', 'bench_monitor', 'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row',
-           'count_line', 'module_checks', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
-           'run_benchmark']
+           'WIDTH_COUNT_DS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION', 'WIDTH_ATTENTION_BEYOND',
+           'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count', 'floor_count',
+           'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net',
+           'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite',
+           'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling', 'mha_scaling',
+           'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor', 'print_monitor',
+           'direct_rates', 'width_check_row', 'width_count_row', 'count_line', 'module_checks', 'attention_width_case',
+           'attention_count_row', 'attention_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine',
+           'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -548,6 +549,35 @@ def module_checks(quick:bool=False)->tuple:
     return ((f'LlamaMLP d={d} d_ff={ff}', lambda: _module_problem(lambda: LlamaMLP(cfg()))),
             (f'LlamaAttention d={d} {H}x{dh} GQA {Hkv}', lambda: _module_problem(lambda: LlamaAttention(cfg(), 0))))
 
+# %% ../nbs/19_bench.ipynb #865fada3
+WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert side by side
+WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (it goes shift-invert)
+
+def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCase:
+    """`mha_case` with inputs of std √(dk/d): at the default point (std 1/√dk, the last dim) queries and keys then have unit
+    entries, as a fan-in initialization of a real layer gives them. With unit inputs the scores' spread grows like d/dk,
+    and at d/dk = 9 the softmax saturates: the count's rank decision then rests on directions the softmax all but hides"""
+    c = mha_case(H, d, dk, T, rope=rope); s = math.sqrt(dk/d)
+    return BenchCase(c.f, c.shapes, lambda n, g: s*c.inputs(n, g), c.laws)
+
+def attention_count_row(H:int, dk:int, d:int, T:int, rope:bool, methods=('auto',), device=None)->dict:
+    "One attention layer counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
+    case = attention_width_case(H, dk, d, T, rope); p = case.params(device=device)
+    row = dict(case=f"{'RoPE-' if rope else ''}MHA {H}x{dk} d={d} T={T}", theory=case.laws, methods=list(methods))
+    for m in methods:
+        c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
+        row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB,
+                    f'{m}_method': c.method, f'{m}_dims': c.dims_by_depth, f'{m}_gap': c.gap, f'{m}_reason': c.reason})
+        if 'switched' in c.solver: row[f'{m}_switched'] = c.solver['switched']
+    row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods)
+    return row
+
+def attention_line(r:dict)->str:
+    "One printed line of an `attention_count_row`"
+    parts = [f"{m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:6.0f} MB" for m in r['methods']]
+    laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
+    return f"{r['case']:26} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
+
 # %% ../nbs/19_bench.ipynb #86882a9f
 def _width_checks(out:dict, checks, modules, device=None):
     "The model-width check rows of `bench_width` (ours, then transformers' modules), printed as they come"
@@ -557,11 +587,13 @@ def _width_checks(out:dict, checks, modules, device=None):
               f"{r['rows']} rows)   direct rates {r['direct_s']:6.2f} s {r['direct_MB']:6.0f} MB (max rel {r['direct_max_rel']:.0e})"
               f"   check/direct ×{r['check_over_direct']:.1f}   ({r['threads']} threads)", flush=True)
 
-def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS)->dict:
+def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS,
+                attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
-    and the floor where the dense one runs, then by the Gram path alone beyond. The checks and the widest counts run on
-    two threads, the two cores the targets speak of (check and baseline alike); the per-width counts on the caller's"""
-    out, threads = dict(checks=[], modules=[], counts=[], beyond=[]), torch.get_num_threads()
+    and the floor where the dense one runs, then by the Gram path alone beyond; attention, with and without RoPE, by every
+    path at `attention` and by 'auto' at `attention_beyond` (None: skipped). The checks and the widest counts run on two
+    threads, the two cores the targets speak of (check and baseline alike); the per-width counts on the caller's"""
+    out, threads = dict(checks=[], modules=[], counts=[], beyond=[], attention=[]), torch.get_num_threads()
     two = max(threads, min(2, os.cpu_count() or 1))
     torch.set_num_threads(two)
     try: _width_checks(out, checks, modules, device)
@@ -574,6 +606,10 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
         for d in beyond_ds:
             r = width_count_row(d, device, ('gram',), floor=False); r['threads'] = torch.get_num_threads()
             out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
+        for size, methods in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',))):
+            for rope in ((False, True) if size else ()):
+                r = attention_count_row(*size, rope, methods, device); r['threads'] = torch.get_num_threads()
+                out['attention'].append(r); print('  ' + attention_line(r) + f"   ({r['threads']} threads)", flush=True)
     finally: torch.set_num_threads(threads)
     return out
 
@@ -687,7 +723,8 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
         _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone")
-        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=()) if cfg.quick
+        width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=(), attention=(2, 4, 8, 4),
+                             attention_beyond=None) if cfg.quick
                  else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),

@@ -1,7 +1,8 @@
-"""count_laws(method='iterative') and method='gram' (the same solver preconditioned by the Cholesky factor of the Gram
-matrix) against the dense path: the same counts, depth by depth, on the families whose null spaces the solver's block
-does not cover in one go (D > 64), with brackets, under cross-entropy, and on fixed inputs; and the refusals they owe
-(piecewise models, bad arguments), raised before any work."""
+"""count_laws(method='iterative'), method='gram' (the same solver preconditioned by the Cholesky factor of the Gram
+matrix) and method='shift-invert' (subspace iteration with the inverse of the float64 Gram matrix) against the dense
+path: the same counts, depth by depth, on the families whose null spaces the solver's block does not cover in one go
+(D > 64), with brackets, under cross-entropy, and on fixed inputs; and the refusals they owe (piecewise models, bad
+arguments), raised before any work."""
 import pytest, torch
 import torch.nn.functional as F
 from conslaw_nb.pde import count_laws, linear_head
@@ -11,18 +12,19 @@ from conslaw_nb import ffn, attention
 CASES = {'swiglu 6x12': lambda: ffn.swiglu_problem(6, 12),                       # D = 216: span only
          'rope 1 head d=8': lambda: attention.mha_problem(1, 8, 4, 4, T=2, rope=True)}  # D = 128: brackets add 8
 
-@pytest.mark.parametrize('method', ['iterative', 'gram'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
 @pytest.mark.parametrize('name', list(CASES))
 def test_iterative_agrees_with_dense(name, method):
     pb = CASES[name](); p = pb.point(0)
     dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
     it = count_laws(pb.f, p, pb.sample_inputs, method=method, progress=False)
     assert it.method == method and it.status == 'ok', it
-    assert it.solver['solver'] == {'iterative': 'lobpcg', 'gram': 'cholesky'}[method]
+    assert it.solver['solver'] == {'iterative': 'lobpcg', 'gram': 'cholesky', 'shift-invert': 'shift-invert'}[method]
     assert it.n_laws == dense.n_laws and it.dims_by_depth == dense.dims_by_depth, (it, dense)
-    assert it.solver['iters'] >= 1 and it.n_params > it.solver['block']     # the solver really iterated on a subspace
+    steps = it.solver['passes' if method == 'shift-invert' else 'iters']
+    assert steps >= 1 and it.n_params > it.solver['block']                  # the solver really iterated on a subspace
 
-@pytest.mark.parametrize('method', ['iterative', 'gram'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
 def test_iterative_cross_entropy_head(method):
     d, K = 20, 5                                         # D = 105 > the first block of 64
     shapes = {'W': (K, d), 'b': (K,)}
@@ -30,7 +32,7 @@ def test_iterative_cross_entropy_head(method):
         c = count_laws(linear_head, shapes, gaussian_inputs(d), loss=loss, method=method, progress=False)
         assert (c.status, c.n_laws) == ('ok', want), (loss, c)
 
-@pytest.mark.parametrize('method', ['iterative', 'gram'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
 def test_iterative_fixed_inputs(method):
     pb = CASES['rope 1 head d=8'](); p = pb.point(1)
     X = pb.sample_inputs(40, torch.Generator().manual_seed(3))
@@ -41,7 +43,7 @@ def test_iterative_fixed_inputs(method):
 
 def test_iterative_refusals():
     relu = lambda p, x: p['A'] @ F.relu(p['B'] @ x)
-    for m in ('iterative', 'gram'):
+    for m in ('iterative', 'gram', 'shift-invert'):
         with pytest.raises(ValueError, match=f"method='{m}' needs an analytic model"):
             count_laws(relu, {'A': (2, 3), 'B': (3, 2)}, gaussian_inputs(2), method=m)
     pb = ffn.swiglu_problem(2, 3)
@@ -68,17 +70,25 @@ def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
     assert (c.status, c.n_laws) == ('ok', 3*(8//2 + 8*9//2)), c          # H (dk/2 + dv(dv+1)/2), Thm 4.4
 
 def test_auto_leaves_the_gram_path_when_the_null_space_is_big(monkeypatch):
-    "'auto' past _DENSE_MAX_D: attention's span leaves 2·dk² per head outside it (D/4 here), too big a block: dense, and says so"
+    "'auto' past _DENSE_MAX_D: attention's span leaves 2·dk² per head outside it (D/4 here), too big a block: shift-invert, and says so"
     from conslaw_nb import pde
     monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
     pb = attention.mha_problem(2, 8, 4, 4, T=4); p = pb.point(0)            # D = 256, null space of the span 2·2·16 = 64
     c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
     dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
-    assert c.method == 'dense' and 'gram -> dense' in c.solver['switched'], c.solver
+    assert c.method == 'shift-invert' and 'gram -> shift-invert' in c.solver['switched'], c.solver
     assert (c.status, c.n_laws, c.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and c.n_laws == 2*2*(4*5//2)
     pb = ffn.swiglu_problem(12, 24); p = pb.point(0)                          # D = 864, a null space of 24 (one per unit)
     c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
     assert c.method == 'gram' and 'switched' not in c.solver and (c.status, c.n_laws) == ('ok', 24), c
+
+def test_the_switch_goes_where_the_memory_is(monkeypatch):
+    "Leaving the Gram path: shift-invert while its float64 D×D matrix (and the rows) fit, else nowhere: LOBPCG carries on"
+    from conslaw_nb import pde
+    D = 10_000
+    for free, want in ((10**12, 'shift-invert'), (9*D*D, None), (11*D*D, 'shift-invert')):
+        monkeypatch.setattr(pde, '_free_bytes', lambda device, free=free: free)
+        assert pde._switch_to(D, None) == want, free
 
 def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch):
     "RoPE, 2 heads of 8 at d=24: the first ceil(D/K)+4 inputs leave the span's smallest singular values near rounding"
