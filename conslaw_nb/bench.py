@@ -8,14 +8,14 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
            'WIDTH_COUNT_DS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION', 'WIDTH_ATTENTION_BEYOND',
-           'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count', 'floor_count',
-           'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net',
-           'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite',
-           'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling', 'mha_scaling',
-           'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor', 'print_monitor',
-           'direct_rates', 'width_check_row', 'width_count_row', 'count_line', 'module_checks', 'attention_width_case',
-           'attention_count_row', 'attention_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine',
-           'BenchConfig', 'run_benchmark']
+           'WIDTH_DECODER', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count',
+           'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup',
+           'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row',
+           'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling',
+           'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor',
+           'print_monitor', 'direct_rates', 'width_check_row', 'width_count_row', 'count_line', 'module_checks',
+           'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line', 'bench_width', 'judge',
+           'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -27,7 +27,8 @@ from .rank import rank_decision
 from torch.func import vmap, vjp, jvp
 from .pde import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, _law_fn, law_norms
 from .ffn import swiglu, swiglu_problem
-from .attention import mha, mha_problem
+from .attention import mha, mha_problem, rope_theory
+from . import blocks
 from .models import build_model
 from .adapters import adapt
 from types import SimpleNamespace
@@ -552,6 +553,8 @@ def module_checks(quick:bool=False)->tuple:
 # %% ../nbs/19_bench.ipynb #865fada3
 WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert side by side
 WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (it goes shift-invert)
+WIDTH_DECODER = ((16, 4, 2, 43, ('dense', 'shift-invert', 'auto')),       # d, H, H_kv, d_ff (≈ 8d/3 as Llama), paths: D = 2864
+                 (32, 4, 2, 86, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
 
 def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCase:
     """`mha_case` with inputs of std √(dk/d): at the default point (std 1/√dk, the last dim) queries and keys then have unit
@@ -560,10 +563,21 @@ def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCas
     c = mha_case(H, d, dk, T, rope=rope); s = math.sqrt(dk/d)
     return BenchCase(c.f, c.shapes, lambda n, g: s*c.inputs(n, g), c.laws)
 
-def attention_count_row(H:int, dk:int, d:int, T:int, rope:bool, methods=('auto',), device=None)->dict:
-    "One attention layer counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
-    case = attention_width_case(H, dk, d, T, rope); p = case.params(device=device)
-    row = dict(case=f"{'RoPE-' if rope else ''}MHA {H}x{dk} d={d} T={T}", theory=case.laws, methods=list(methods))
+def decoder_layer_case(d:int, H:int, Hkv:int, d_ff:int, T:int=4)->BenchCase:
+    """A Llama-style pre-norm decoder layer on one sequence (T, d): RMSNorm, causal grouped-query attention with RoPE ('half'
+    pairing, as transformers), residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
+    key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit)"""
+    dk = d//H
+    rms = lambda x, g: g*x*torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    def layer(p, X):
+        h = X + blocks.attention(rms(X, p['g1']), p['q'], p['k'], p['v'], p['o'], H, Hkv, causal=True, rope=True)
+        return h + blocks.swiglu_mlp(rms(h, p['g2']), p['gate'], p['up'], p['down'])
+    shapes = dict(g1=(d,), q=(H*dk, d), k=(Hkv*dk, d), v=(Hkv*dk, d), o=(d, H*dk), g2=(d,), gate=(d_ff, d), up=(d_ff, d), down=(d, d_ff))
+    return BenchCase(layer, shapes, gaussian_inputs(T, d), 2*d + rope_theory(H, dk, dk, Hkv) + d_ff)
+
+def case_count_row(name:str, case:BenchCase, methods=('auto',), device=None)->dict:
+    "One case counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
+    p = case.params(device=device); row = dict(case=name, theory=case.laws, methods=list(methods))
     for m in methods:
         c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB,
@@ -572,11 +586,11 @@ def attention_count_row(H:int, dk:int, d:int, T:int, rope:bool, methods=('auto',
     row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods)
     return row
 
-def attention_line(r:dict)->str:
-    "One printed line of an `attention_count_row`"
+def case_line(r:dict)->str:
+    "One printed line of a `case_count_row`"
     parts = [f"{m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:6.0f} MB" for m in r['methods']]
     laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
-    return f"{r['case']:26} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
+    return f"{r['case']:30} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
 
 # %% ../nbs/19_bench.ipynb #86882a9f
 def _width_checks(out:dict, checks, modules, device=None):
@@ -588,12 +602,13 @@ def _width_checks(out:dict, checks, modules, device=None):
               f"   check/direct ×{r['check_over_direct']:.1f}   ({r['threads']} threads)", flush=True)
 
 def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS,
-                attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND)->dict:
+                attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
     and the floor where the dense one runs, then by the Gram path alone beyond; attention, with and without RoPE, by every
-    path at `attention` and by 'auto' at `attention_beyond` (None: skipped). The checks and the widest counts run on two
+    path at `attention` and by 'auto' at `attention_beyond` (None: skipped), a Llama-style decoder layer at each of `decoder`'s
+    widths by the paths it names. The checks and the widest counts run on two
     threads, the two cores the targets speak of (check and baseline alike); the per-width counts on the caller's"""
-    out, threads = dict(checks=[], modules=[], counts=[], beyond=[], attention=[]), torch.get_num_threads()
+    out, threads = dict(checks=[], modules=[], counts=[], beyond=[], attention=[], decoder=[]), torch.get_num_threads()
     two = max(threads, min(2, os.cpu_count() or 1))
     torch.set_num_threads(two)
     try: _width_checks(out, checks, modules, device)
@@ -606,10 +621,14 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
         for d in beyond_ds:
             r = width_count_row(d, device, ('gram',), floor=False); r['threads'] = torch.get_num_threads()
             out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
-        for size, methods in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',))):
-            for rope in ((False, True) if size else ()):
-                r = attention_count_row(*size, rope, methods, device); r['threads'] = torch.get_num_threads()
-                out['attention'].append(r); print('  ' + attention_line(r) + f"   ({r['threads']} threads)", flush=True)
+        rows = [('attention', f"{'RoPE-' if rope else ''}MHA {H}x{dk} d={d} T={T}", attention_width_case(H, dk, d, T, rope), methods)
+                for (H, dk, d, T), methods in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',)))
+                if (H, dk, d, T) != (None,)*4 for rope in (False, True)]
+        rows += [('decoder', f"decoder layer d={d} {H}x{d//H} GQA {Hkv}", decoder_layer_case(d, H, Hkv, ff), methods)
+                 for d, H, Hkv, ff, methods in decoder]
+        for key, name, case, methods in rows:
+            r = case_count_row(name, case, methods, device); r['threads'] = torch.get_num_threads()
+            out[key].append(r); print('  ' + case_line(r) + f"   ({r['threads']} threads)", flush=True)
     finally: torch.set_num_threads(threads)
     return out
 
@@ -722,9 +741,10 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         print_scaling_summary(sc, cfg.budget_s)
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
-        _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone")
+        _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone; "
+                 "attention and a decoder layer by every path that runs")
         width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=(), attention=(2, 4, 8, 4),
-                             attention_beyond=None) if cfg.quick
+                             attention_beyond=(None,)*4, decoder=WIDTH_DECODER[:1]) if cfg.quick
                  else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),
