@@ -605,9 +605,9 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
                 attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
     and the floor where the dense one runs, then by the Gram path alone beyond; attention, with and without RoPE, by every
-    path at `attention` and by 'auto' at `attention_beyond` (None: skipped), a Llama-style decoder layer at each of `decoder`'s
-    widths by the paths it names. The checks and the widest counts run on two
-    threads, the two cores the targets speak of (check and baseline alike); the per-width counts on the caller's"""
+    path at `attention` and by 'auto' at `attention_beyond` (either None: skipped), a Llama-style decoder layer at each of
+    `decoder`'s widths by the paths it names. The checks and the widest counts run on two threads, the two cores the
+    targets speak of (check and baseline alike); the per-width counts on the caller's"""
     out, threads = dict(checks=[], modules=[], counts=[], beyond=[], attention=[], decoder=[]), torch.get_num_threads()
     two = max(threads, min(2, os.cpu_count() or 1))
     torch.set_num_threads(two)
@@ -621,9 +621,9 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
         for d in beyond_ds:
             r = width_count_row(d, device, ('gram',), floor=False); r['threads'] = torch.get_num_threads()
             out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
-        rows = [('attention', f"{'RoPE-' if rope else ''}MHA {H}x{dk} d={d} T={T}", attention_width_case(H, dk, d, T, rope), methods)
-                for (H, dk, d, T), methods in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',)))
-                if (H, dk, d, T) != (None,)*4 for rope in (False, True)]
+        sizes = [(s, m) for s, m in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',))) if s is not None]
+        rows = [('attention', f"{'RoPE-' if rope else ''}MHA {s[0]}x{s[1]} d={s[2]} T={s[3]}", attention_width_case(*s, rope), m)
+                for s, m in sizes for rope in (False, True)]
         rows += [('decoder', f"decoder layer d={d} {H}x{d//H} GQA {Hkv}", decoder_layer_case(d, H, Hkv, ff), methods)
                  for d, H, Hkv, ff, methods in decoder]
         for key, name, case, methods in rows:
@@ -744,7 +744,7 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone; "
                  "attention and a decoder layer by every path that runs")
         width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=(), attention=(2, 4, 8, 4),
-                             attention_beyond=(None,)*4, decoder=WIDTH_DECODER[:1]) if cfg.quick
+                             attention_beyond=None, decoder=WIDTH_DECODER[:1]) if cfg.quick
                  else bench_width(dev))
         head = headline(speed, anchors, sc, mon, width)
         out = dict({k: v for k, (v, _) in head.items()}, targets=summarize(head), machine=machine(dev),

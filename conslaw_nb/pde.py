@@ -114,7 +114,7 @@ class LawCount:
     unseen_mass: Optional[float] = None  # piecewise models: Good–Turing estimate of the input mass in regions never sampled
     method: str = 'dense'       # 'dense' (SVDs of the rows), 'iterative' (the null space by LOBPCG on the Gram operator), 'gram' (the same,
                                 # Cholesky-preconditioned) or 'shift-invert' (subspace iteration with the inverse of the float64 Gram matrix)
-    solver: dict = field(default_factory=dict, repr=False)  # iterative/gram: solver, iterations, block size, σ₁, rows
+    solver: dict = field(default_factory=dict, repr=False)  # past 'dense': solver, iterations or passes, block size, σ₁, rows, switched
     def __repr__(self):
         return (f"LawCount(D={self.n_params}, dim_span={self.dim_span}, dim_lie={self.dim_lie}, "
                 f"dims_by_depth={self.dims_by_depth}, n_laws={self.n_laws}, gap={self.gap:.2e}, status={self.status!r}"
@@ -377,7 +377,7 @@ def _few_inputs(n_used, unseen_tol, unseen)->str:
 def _switch_to(D, device)->Optional[str]:
     """Where `count_laws(method='auto')` goes when the Gram's pivots put the null space above D/8: shift-invert while its float64
     D×D matrix fits (with room for the rows), else nowhere (None: LOBPCG carries on). It beats the dense path there at every
-    D measured (MHA, 6 heads of 8 at d=24, D=4608: 11 s against 37 s), and the dense path needs three such matrices"""
+    D measured (MHA, 6 heads of 8 at d=24, D=4608: 15 s against 37 s), and the dense path needs three such matrices"""
     return 'shift-invert' if 10*D*D < _free_bytes(device) else None
 
 # %% ../nbs/02_pde.ipynb #8476492e
@@ -500,7 +500,7 @@ class _Gram:
         U = V*self.s
         return torch.cat([((vmap(lin)(U) @ self.B.T)*wc.sqrt()).reshape(len(V), -1).T for lin, _, wc in self._pieces()])
     def adjoint(self, E):                                   # S Jᵀ W^½ E for E laid out as `rows` gives it: G V = adjoint(rows(V))
-        out, i, k = E.new_zeros(E.shape[1], self.D), 0, len(self.B)
+        out, i = E.new_zeros(E.shape[1], self.D), 0
         for _, back, wc in self._pieces():
             Ec = E[i:i + wc.numel()].T.reshape(E.shape[1], *wc.shape)*wc.sqrt(); i += wc.numel()
             out += vmap(lambda c: back(c)[0])(Ec @ self.B)
@@ -631,7 +631,8 @@ def _shift_invert(G, D, b, g, s1, dtype, min_gap, bar, passes=2, rounds=3):
         bar.set_postfix_str(f'block {b}, gap {d.gap:.1e}')
         if k is not None and k <= b - max(4, b//8):         # the null vectors, refined against the rows themselves
             N, sn = _refine(G, inv, Vh[len(Vh) - k:] @ Y.T, R @ Vh[len(Vh) - k:].T)
-            info = dict(passes=done, block=b, shift=SHIFT_INVERT_SIGMA, null_before=float(sv[b - k:].max()/s1) if k else 0., null_after=float(sn.max()/s1) if k else 0.)
+            info = dict(passes=done, block=b, shift=SHIFT_INVERT_SIGMA, null_before=float(sv[b - k:].max()/s1) if k else 0.,
+                        null_after=float(sn.max()/s1) if k else 0.)              # the null vectors' largest ‖W^½JSn‖/σ₁
             d = rank_decision(torch.cat([sv.new_ones(D - b), sv[:b - k]/s1, sn/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
             if d.status != 'ok' or D - d.rank != k:
                 raise _Ambiguous(f"shift-invert: refining the {k} null vectors against the rows changed the decision (their largest "
