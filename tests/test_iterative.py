@@ -83,12 +83,23 @@ def test_auto_leaves_the_gram_path_when_the_null_space_is_big(monkeypatch):
     assert c.method == 'gram' and 'switched' not in c.solver and (c.status, c.n_laws) == ('ok', 24), c
 
 def test_the_switch_goes_where_the_memory_is(monkeypatch):
-    "Leaving the Gram path: shift-invert while its float64 D×D matrix (and the rows) fit, else nowhere: LOBPCG carries on"
+    "Leaving the Gram path: shift-invert while its first block (the guess) stays within D/2 and its float64 D×D matrix fits, else dense"
     from conslaw_nb import pde
     D = 10_000
-    for free, want in ((10**12, 'shift-invert'), (9*D*D, None), (11*D*D, 'shift-invert')):
+    for free, guess, want in ((10**12, 4000, 'shift-invert'), (10**12, 6000, 'dense'),    # one head with dk = d: a null space of D/2
+                              (11*D*D, 4000, 'shift-invert'), (11*D*D, 6000, 'shift-invert'),   # the dense path's 24·D² do not fit
+                              (9*D*D, 2000, None)):
         monkeypatch.setattr(pde, '_free_bytes', lambda device, free=free: free)
-        assert pde._switch_to(D, None) == want, free
+        assert pde._switch_to(D, None, guess) == want, (free, guess)
+
+def test_auto_counts_one_wide_head_by_the_dense_path(monkeypatch):
+    "One head with dk = d leaves half of D outside the span: 'auto' leaves the Gram path for the dense one, not shift-invert"
+    from conslaw_nb import pde
+    monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
+    pb = attention.mha_problem(1, 8, 8, 8, T=4)                              # D = 256, null space of the span 2·64 = 128
+    c = count_laws(pb.f, pb.point(0), pb.sample_inputs, progress=False)
+    assert c.method == 'dense' and 'gram -> dense' in c.solver['switched'], c.solver
+    assert (c.status, c.n_laws) == ('ok', 8*9//2 + 8*9//2), c                 # Thm 4.3, one head
 
 def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch):
     "RoPE, 2 heads of 8 at d=24: the first ceil(D/K)+4 inputs leave the span's smallest singular values near rounding"
