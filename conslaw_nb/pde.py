@@ -374,13 +374,15 @@ def _few_inputs(n_used, unseen_tol, unseen)->str:
             f'missing (that takes {math.ceil(1/unseen_tol)}); an estimated {unseen:.1e} of the mass lies in regions none reaches '
             '(Good–Turing); pass more inputs, or a callable sample_inputs(n, generator)')
 
+def _shift_invert_fits(D, device)->bool: return 10*D*D < _free_bytes(device)   # its float64 D×D matrix, room for the rows
+
 def _switch_to(D, device, guess:int)->Optional[str]:
     """Where `count_laws(method='auto')` goes when the Gram's pivots put the null space near `guess` > D/8: shift-invert while
     its first block (`guess`, which has a margin) stays within D/2 and its float64 D×D matrix fits (with room for the rows), else the dense path if
     its three fit, else shift-invert all the same if it fits (its block then says 'ambiguous' when too small), else None.
     Shift-invert beats the dense path where it applies (MHA, 6 heads of 8 at d=24, D=4608: 15 s against 37 s); a null
     space near D/2 (one head with dk = d) is the dense path's"""
-    si = 10*D*D < _free_bytes(device)
+    si = _shift_invert_fits(D, device)
     if si and 2*guess <= D: return 'shift-invert'
     return 'dense' if _dense_fits(D, device) else 'shift-invert' if si else None
 
@@ -432,7 +434,7 @@ def count_laws(
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
         if meth in _SOLVER:
-            big = method == 'auto' and meth == 'gram' and (10*D*D < _free_bytes(theta.device) or _dense_fits(D, theta.device))
+            big = method == 'auto' and meth == 'gram' and (_shift_invert_fits(D, theta.device) or _dense_fits(D, theta.device))
             grow = lambda s, big: _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples,
                                                        min_gap, budget, max_iters, progress is not False, s, big)
             try: span, X, n_used, solver = grow(_SOLVER[meth], D//8 if big else None)
