@@ -242,8 +242,8 @@ class Flat:
         self.offsets = [0]+list(torch.tensor(self.sizes).cumsum(0).tolist()) if self.sizes else [0]
         self.D = sum(self.sizes)
     def flatten(self, params): return torch.cat([params[k].reshape(-1) for k in self.names])
-    def unflatten(self, theta):
-        return {k: theta[o:o+n].view(s) for k,s,n,o in zip(self.names, self.shapes, self.sizes, self.offsets)}
+    def unflatten(self, theta):           # one split, not a slice per tensor: its backward is one cat, where each slice's
+        return {k: t.view(s) for k,s,t in zip(self.names, self.shapes, theta.split(self.sizes))}   # fills a D-long zero
     def slices(self): return {k: slice(o, o+n) for k,n,o in zip(self.names, self.sizes, self.offsets)}
 
 # %% ../nbs/00_core.ipynb #b09138e6
