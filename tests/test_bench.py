@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from conslaw_nb.pde import count_laws
-from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed,
+from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed, best_of,
                               fit_exponent, BenchConfig, power_fit, TARGETS)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def test_judge_and_fit():
     assert judge(25, '>=', 20) == (True, None) and judge(5, '>=', 20) == (False, '×4.00 short')
     assert judge(90, '<', 60) == (False, '1.50× over') and judge(3, '<=', 3) == (True, None)
     assert set(TARGETS) == {'anchor_suites_seconds', 'monitor_overhead_pct', 'floor_ratio', 'width_check_seconds', 'width_check_GB',
-                            'width_count_minutes', 'width_count_GB'}
+                            'width_check_over_direct', 'width_count_minutes', 'width_count_GB'}
     assert abs(fit_exponent([10, 100], [1., 1e3]) - 3) < 1e-12
     rows = [dict(D=D, engine_s=D**2, floor_s=D**3) for D in (100, 1000, 2000)]
     fit = power_fit(rows)
@@ -65,3 +65,8 @@ def test_script_reads_the_command_line(tmp_path):
 def test_script_refuses_a_missing_cuda_device():
     with pytest.raises(SystemExit): _script().parse(['--device', 'cuda'])
     with pytest.raises(ValueError, match='no CUDA device'): BenchConfig(device='cuda')
+
+def test_best_of_calls_n_times():
+    calls = []
+    res, sec, peak = best_of(lambda: calls.append(1) or 7, n=3)
+    assert res == 7 and len(calls) == 3 and sec >= 0 and peak >= 0
