@@ -621,10 +621,9 @@ def _shift_invert(G, D, b, g, s1, dtype, min_gap, bar, passes=2, rounds=3):
     eigenvectors by about λ_b/σ. No Rayleigh–Ritz on b² blocks of 3b as LOBPCG's, no Gram operator applied by JVPs: the
     triangular solves are the work. The decision is the Gram path's, `rank_decision` on the block's singular values from
     JVPs (‖W^½ J S v‖, not the squared vᵀMv), and it must settle: one more pass must give the same cut, its smallest kept
-    value falling by less than SHIFT_INVERT_SETTLE. (A null vector the passes have not yet freed of larger eigenvectors shows
-    a singular value that falls pass after pass, and read once it passes for a kept one: with σ raised to 1e-6·λ₁ the decoder
-    layer of `decoder_layer_case(16, 4, 2, 43)` read 0 laws at once, 99 by theory.) A block whose null part leaves less than
-    its margin doubles; up to `rounds`·`passes` passes per block, then 'ambiguous'. Returns (null basis (k, D), decision, info)"""
+    value falling by less than SHIFT_INVERT_SETTLE: a null vector the passes have not yet freed of larger eigenvectors
+    shows a singular value that falls pass after pass, and read once it passes for a kept one (the raised-shift cell below).
+    A block whose null part leaves less than its margin doubles; up to `rounds`·`passes` passes per block, then 'ambiguous'. Returns (null basis (k, D), decision, info)"""
     n, sig = len(G.X), SHIFT_INVERT_SIGMA*s1**2
     G.M.diagonal().add_(sig)                               # lower triangle filled: Mᵀ, column-major, holds the upper
     U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32)))   # in place
@@ -664,7 +663,6 @@ def _shift_invert(G, D, b, g, s1, dtype, min_gap, bar, passes=2, rounds=3):
             why = (f'no clear singular-value gap (largest {d.gap:.1e}; `rank_decision` needs {min_gap or gap_tol(dtype):.0e}, and '
                    'the values it drops below √ε of σ₁)' if k is None else f'the cut ({k} null) not settled')
             raise _Ambiguous(f'shift-invert: {why} in a block of {b} after {done - at} passes: pass more inputs, or use method="dense"', n)
-
 
 # %% ../nbs/02_pde.ipynb #8d3a5f67
 def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg', max_block=None):
