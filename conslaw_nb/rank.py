@@ -39,6 +39,7 @@ def rank_decision(
     dtype=torch.float64,  # dtype the matrix was computed in
     min_gap:float=None,   # smallest gap accepted; default eps**-0.25 (about 8e3 in float64, 55 in float32)
     drop_tol:float=None,  # largest accepted first-dropped value relative to the largest; default sqrt(eps)
+    top:float=None,       # the largest singular value, when `s` holds only the smallest (all others above them, unseen)
 )->RankDecision:
     "Decide a numerical rank from singular values `s` by their largest gap, or say it is ambiguous"
     eps = torch.finfo(dtype).eps
@@ -47,7 +48,7 @@ def rank_decision(
     s = torch.sort(s.detach().double().cpu().abs(), descending=True).values
     m = len(s)
     if m == 0 or s[0] == 0: return RankDecision(0, math.inf, 'ok', s, 0)
-    s = s/s[0]
+    s = s/(s[0] if top is None else top)
     floor = eps*max(n_rows, n_cols)                # what rounding alone produces
     nxt = torch.cat([s[1:], s.new_tensor([0.])]).clamp_min(floor)
     ratios = s/nxt                                 # ratios[i]: cut keeping i+1 values

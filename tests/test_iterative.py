@@ -1,6 +1,6 @@
 """count_laws(method='iterative'), method='gram' (the same solver preconditioned by the Cholesky factor of the Gram
-matrix) and method='shift-invert' (subspace iteration with the inverse of the float64 Gram matrix) against the dense
-path: the same counts, depth by depth, on the families whose null spaces the solver's block does not cover in one go
+matrix), method='shift-invert' (subspace iteration with the inverse of the float64 Gram matrix) and method='lu' (one LU
+of the mixed rows themselves) against the dense path: the same counts, depth by depth, on the families whose null spaces the solver's block does not cover in one go
 (D > 64), with brackets, under cross-entropy, and on fixed inputs; and the refusals they owe (piecewise models, bad
 arguments), raised before any work."""
 import pytest, torch
@@ -12,19 +12,20 @@ from conslaw_nb import ffn, attention
 CASES = {'swiglu 6x12': lambda: ffn.swiglu_problem(6, 12),                       # D = 216: span only
          'rope 1 head d=8': lambda: attention.mha_problem(1, 8, 4, 4, T=2, rope=True)}  # D = 128: brackets add 8
 
-@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert', 'lu'])
 @pytest.mark.parametrize('name', list(CASES))
 def test_iterative_agrees_with_dense(name, method):
     pb = CASES[name](); p = pb.point(0)
     dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
     it = count_laws(pb.f, p, pb.sample_inputs, method=method, progress=False)
     assert it.method == method and it.status == 'ok', it
-    assert it.solver['solver'] == {'iterative': 'lobpcg', 'gram': 'cholesky', 'shift-invert': 'shift-invert'}[method]
+    assert it.solver['solver'] == {'iterative': 'lobpcg', 'gram': 'cholesky', 'shift-invert': 'shift-invert', 'lu': 'lu'}[method]
     assert it.n_laws == dense.n_laws and it.dims_by_depth == dense.dims_by_depth, (it, dense)
+    if method == 'lu': return                                                # one factorization, no iterations
     steps = it.solver['passes' if method == 'shift-invert' else 'iters']
     assert steps >= 1 and it.n_params > it.solver['block']                  # the solver really iterated on a subspace
 
-@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert', 'lu'])
 def test_iterative_cross_entropy_head(method):
     d, K = 20, 5                                         # D = 105 > the first block of 64
     shapes = {'W': (K, d), 'b': (K,)}
@@ -32,7 +33,7 @@ def test_iterative_cross_entropy_head(method):
         c = count_laws(linear_head, shapes, gaussian_inputs(d), loss=loss, method=method, progress=False)
         assert (c.status, c.n_laws) == ('ok', want), (loss, c)
 
-@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert'])
+@pytest.mark.parametrize('method', ['iterative', 'gram', 'shift-invert', 'lu'])
 def test_iterative_fixed_inputs(method):
     pb = CASES['rope 1 head d=8'](); p = pb.point(1)
     X = pb.sample_inputs(40, torch.Generator().manual_seed(3))
@@ -43,7 +44,7 @@ def test_iterative_fixed_inputs(method):
 
 def test_iterative_refusals():
     relu = lambda p, x: p['A'] @ F.relu(p['B'] @ x)
-    for m in ('iterative', 'gram', 'shift-invert'):
+    for m in ('iterative', 'gram', 'shift-invert', 'lu'):
         with pytest.raises(ValueError, match=f"method='{m}' needs an analytic model"):
             count_laws(relu, {'A': (2, 3), 'B': (3, 2)}, gaussian_inputs(2), method=m)
     pb = ffn.swiglu_problem(2, 3)
@@ -123,3 +124,41 @@ def test_shift_invert_reads_no_unsettled_cut(monkeypatch, rel):
     assert c.status in ('ok', 'ambiguous'), c
     if c.status == 'ok': assert c.n_laws == case.laws == 40, (rel, c)
     if rel == 1e-2: assert c.status == 'ambiguous' and 'not settled' in c.reason, c   # the shift swamps the spectrum: no answer
+
+def _scaled_head(p, x):
+    "Output 0 uses two weights and a scale (one rescaling law): its rows repeat a 2-dimensional span every other row"
+    return torch.stack([p['b']*(p['a'] @ x[:2]), p['w2'] @ torch.tanh(p['W1'] @ x)])
+
+def test_lu_rows_with_periodic_structure():
+    "Rows in a periodic order (two outputs per input, one of them low-rank): the DFT alone would make early mixed rows dependent"
+    p = random_params({'a': (2,), 'b': (), 'W1': (8, 6), 'w2': (8,)}, torch.Generator().manual_seed(0))
+    dense = count_laws(_scaled_head, p, gaussian_inputs(6), method='dense')
+    for seed in range(3):
+        lu = count_laws(_scaled_head, p, gaussian_inputs(6), method='lu', seed=seed, progress=False)
+        assert (lu.status, lu.n_laws, lu.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and dense.n_laws == 1, (lu, dense)
+
+def test_lu_decoder_layer_agrees_with_dense():
+    "A Llama-style decoder layer (RMSNorm, GQA with RoPE, SwiGLU) at d = 8, by the LU path and the dense one, depth by depth"
+    from conslaw_nb.bench import decoder_layer_case
+    case = decoder_layer_case(8, 2, 1, 22); p = case.params()
+    dense, lu = (count_laws(case.f, p, case.inputs, method=m, progress=False) for m in ('dense', 'lu'))
+    assert (lu.status, lu.n_laws, lu.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and lu.n_laws == case.laws, (lu, dense)
+    assert lu.solver['null_after'] <= lu.solver['null_before'] and lu.solver['null_after'] < 1e-12, lu.solver   # the correction step
+
+def test_lu_helpers():
+    "`_tri_solve` on views of an LU's factors against LAPACK, all four cases; `_hartley_mix` orthonormal, odd size with a prime factor; `_smooth`"
+    from conslaw_nb import pde
+    g = torch.Generator().manual_seed(0); n = 300
+    M = torch.randn(n, n, generator=g, dtype=torch.float64).mT; piv = torch.empty(n, dtype=torch.int32)
+    torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32)))
+    B = torch.randn(250, 3, generator=g, dtype=torch.float64); T = M[:250, :250]
+    for upper, trans, unit in ((True, False, False), (True, True, False), (False, False, True), (False, True, True)):
+        A = (T.triu() if upper else T.tril(-1) + torch.eye(250, dtype=T.dtype))
+        want = torch.linalg.solve((A.mT if trans else A), B)
+        got = pde._tri_solve(T, B, upper=upper, trans=trans, unit=unit, bs=64)
+        assert torch.allclose(got, want, rtol=1e-9, atol=1e-9*want.abs().max()), (upper, trans, unit)
+    n = 3*67; I = torch.eye(n, dtype=torch.float64)
+    mix = (torch.randperm(n, generator=g), torch.where(torch.rand(n, generator=g) < .5, -1., 1.).double(), torch.randperm(n, generator=g))
+    pde._hartley_mix(I, mix, cols=50)
+    assert torch.allclose(I.T @ I, torch.eye(n, dtype=torch.float64), atol=1e-12) and (I.abs() > 1e-6).float().mean() > 0.9
+    assert (pde._smooth(45312, 45440), pde._smooth(2816, 2864), pde._smooth(1021, 1022)) == (45360, 2835, 1022)
