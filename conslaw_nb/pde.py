@@ -674,7 +674,7 @@ def _tri_solve(T:Tensor, B:Tensor, upper:bool, trans:bool=False, unit:bool=False
     """Solve op(T) X = B, T an r × r triangle of a bigger column-major buffer (an LU's factors, `upper` saying which),
     op(T) = T or, with `trans`, Tᵀ. LAPACK on each bs × bs diagonal block (copied), matrix products on views for the rest:
     T itself is never copied, as torch.linalg.solve_triangular copies it (16 GB at D = 45,440). `inplace`: into B (row-major)"""
-    r = T.shape[0]; X = B if inplace else B.clone(memory_format=torch.contiguous_format)   # (column-major: products 7x slower)
+    r = T.shape[0]; X = B if inplace else B.clone(memory_format=torch.contiguous_format)   # (a column-major X slows the products)
     A, up = (T.mT, not upper) if trans else (T, upper)
     for i in (reversed(range(0, r, bs)) if up else range(0, r, bs)):
         j = min(i + bs, r)
@@ -686,11 +686,11 @@ def _tri_solve(T:Tensor, B:Tensor, upper:bool, trans:bool=False, unit:bool=False
 def _hartley_mix(R:Tensor, mix, cols:int=32):
     """R's rows mixed in place by an orthonormal transform, `mix` = (p, s, q): the rows in order p, times the signs s, the
     Hartley transform (the DFT's real counterpart, Re − Im, over √n; from `rfft`), then the rows in order q. Every row is
-    then a combination of all, at O(n log n) a column (a 7-smooth n runs it twice as fast). Neither order is decoration:
+    then a combination of all, at O(n log n) a column (faster for a 7-smooth n, `_smooth`). Neither order is decoration:
     in the rows' own order the DFT keeps their period (two outputs per input: frequencies k and k + n/2 share one output's
     part, and early mixed rows are dependent), and LU reads the rows first to last: q makes the first r a random r"""
     (p, s, q), n = mix, R.shape[0]; h = n//2 + 1
-    for c in range(0, R.shape[1], cols):                  # thin slices: the FFTs run 3x faster than on 512 columns
+    for c in range(0, R.shape[1], cols):                  # thin slices of columns: faster FFTs than wide ones
         F = torch.fft.rfft(R[:, c:c+cols].T[:, p]*s, dim=1); H = torch.empty(F.shape[0], n, dtype=R.dtype, device=R.device)
         H[:, :h] = F.real - F.imag; H[:, h:] = (F.real + F.imag)[:, 1:n - h + 1].flip(-1)
         R[:, c:c+cols] = (H[:, q]/math.sqrt(n)).T
@@ -732,7 +732,7 @@ def _kept_bound(T, Z, C, b, g, iters=30)->Tensor:
 def _lu_lsq(T, Z, C, E):
     """δ = argmin ‖A_C δ − e‖ for each column e of E (D × k, rows mixed as R's), into E[:r]: the normal equations in the
     factors, U₁₁ᵀ L₁ᵀ δ = (I + Z Zᵀ)⁻¹ (e[:r] + Z e[r:]). All rows, not the square first r: that block is far worse
-    conditioned than A_C (its smallest singular value 100x lower on the decoder layer at d = 32), and a correction through
+    conditioned than A_C (`_kept_bound` reads A_C's smallest singular values), and a correction through
     it leaves the null vectors off by that much in the directions the later rows see"""
     r = len(T); E[:r].addmm_(Z, E[r:])
     if Z.shape[1]: E[:r].addmm_(Z, torch.cholesky_solve(Z.T @ E[:r], C), alpha=-1)
@@ -746,10 +746,10 @@ def _lu_null(G, D, g, s1, dtype, min_gap, bar):
     mixed by `_hartley_mix` (orthonormal: the same singular values), so that no column of the elimination is a combination
     of earlier ones before the rank is reached, and Rᵀ, column-major as R is row-major, is factored in place by partial
     pivoting: Rᵀ[p] = L U, the pivots picking r columns C of A. r comes from the pivots |u_jj| (their largest gap, and they
-    must be the leading ones). The null vectors are exact
-    in the factors, v[p] = (−L₁⁻ᵀ L₂ᵀ, I), and LU_STEPS least-squares corrections against the rows themselves (`_lu_lsq`,
-    A n by JVPs, mixed as R's) bring them to the rows' rounding. The decision is `rank_decision` on their singular values (by JVPs) below the b
-    smallest of A_C = A[:, C] (`_kept_bound`), which bound the kept ones from below: σ_min(A_C) ≤ σ_r(A).
+    must be the leading ones). The null vectors are exact in the factors, v[p] = (−L₁⁻ᵀ L₂ᵀ, I), and LU_STEPS least-squares
+    corrections against the rows themselves (`_lu_lsq`, A n by JVPs, mixed as R's) bring them to the rows' rounding. The
+    decision is `rank_decision` on their singular values (by JVPs) below the b smallest of A_C = A[:, C] (`_kept_bound`),
+    which bound the kept ones from below: σ_min(A_C) ≤ σ_r(A).
     2D³/3 flops, against the Gram paths' nKD² to form M plus D³/3 to factor it. Returns (null basis (k, D), decision, info)"""
     n, R = len(G.X), G.R
     m = _smooth(len(G.X)*len(G.B), D)                     # the rows held (the rest of R is zero), up to an FFT-friendly length
