@@ -557,7 +557,7 @@ def module_checks(quick:bool=False)->tuple:
 
 # %% ../nbs/19_bench.ipynb #865fada3
 WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert side by side
-WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (it goes shift-invert)
+WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (the LU path)
 WIDTH_DECODER = ((16, 4, 2, 43, ('dense', 'shift-invert', 'auto')),       # d, H, H_kv, d_ff (≈ 8d/3 as Llama), paths: D = 2864
                  (32, 4, 2, 86, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
 
@@ -587,7 +587,6 @@ def case_count_row(name:str, case:BenchCase, methods=('auto',), device=None)->di
         c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB,
                     f'{m}_method': c.method, f'{m}_dims': c.dims_by_depth, f'{m}_gap': c.gap, f'{m}_reason': c.reason})
-        if 'switched' in c.solver: row[f'{m}_switched'] = c.solver['switched']
     row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods)
     return row
 

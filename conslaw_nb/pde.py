@@ -113,9 +113,9 @@ class LawCount:
     decisions: list = field(default_factory=list, repr=False)
     piecewise: tuple = ()        # non-analytic operations the model applies to its inputs or weights (relu, topk, ...)
     unseen_mass: Optional[float] = None  # piecewise models: Good–Turing estimate of the input mass in regions never sampled
-    method: str = 'dense'       # 'dense' (SVDs of the rows), 'iterative' (the null space by LOBPCG on the Gram operator), 'gram' (the same,
-                                # Cholesky-preconditioned) or 'shift-invert' (subspace iteration with the inverse of the float64 Gram matrix)
-    solver: dict = field(default_factory=dict, repr=False)  # past 'dense': solver, iterations or passes, block size, σ₁, rows, switched
+    method: str = 'dense'       # 'dense' (SVDs of the rows), 'lu' (one LU of the rows), 'iterative' (the null space by LOBPCG on the Gram
+                                # operator), 'gram' (the same, Cholesky-preconditioned) or 'shift-invert' (the inverse of the float64 Gram matrix)
+    solver: dict = field(default_factory=dict, repr=False)  # past 'dense': solver, iterations or passes, block size, σ₁, rows, the LU's checks
     def __repr__(self):
         return (f"LawCount(D={self.n_params}, dim_span={self.dim_span}, dim_lie={self.dim_lie}, "
                 f"dims_by_depth={self.dims_by_depth}, n_laws={self.n_laws}, gap={self.gap:.2e}, status={self.status!r}"
@@ -350,9 +350,10 @@ def _free_bytes(device)->int:
         with open('/proc/meminfo') as f: return next(int(l.split()[1])*1024 for l in f if l.startswith('MemAvailable'))
     except (OSError, StopIteration, ValueError): return 2**62
 
-_DENSE_MAX_D = 2048   # 'auto': past this D the Gram path beats the dense one on SwiGLU (benchmark, model-width section)
+_DENSE_MAX_D = 2048   # 'auto': past this D the LU path (the performance page: the decoder layer at d = 16, D = 2864)
 
 def _dense_fits(D, device)->bool: return 3*8*D*D < _free_bytes(device)   # the dense path's three float64 D×D matrices
+def _lu_fits(D, device)->bool: return 10*D*D < _free_bytes(device)      # its float64 D×D matrix, room for the rows and null vectors
 
 METHODS = ('auto', 'dense', 'gram', 'shift-invert', 'iterative', 'lu')
 _SOLVER = {'gram': 'cholesky', 'shift-invert': 'shift-invert', 'iterative': 'lobpcg', 'lu': 'lu'}   # `_iterative_span`'s name for each
@@ -365,9 +366,8 @@ def _count_method(method, D, piecewise, device)->str:
                          "whose regions the dense path tracks (see 'Piecewise models'): use method='dense' or 'auto'")
     if method != 'auto': return method
     if piecewise: return 'dense'
-    free = _free_bytes(device)
     if D <= _DENSE_MAX_D and _dense_fits(D, device): return 'dense'
-    return 'gram' if 2*4*D*D < free else 'iterative'      # one float32 D×D matrix (and room for the rows), else none
+    return 'lu' if _lu_fits(D, device) else 'iterative'      # one float64 D×D matrix (and room), else none
 
 def _few_inputs(n_used, unseen_tol, unseen)->str:
     "Why a piecewise model's fixed inputs (they cannot be topped up) leave its count ambiguous"
@@ -375,17 +375,6 @@ def _few_inputs(n_used, unseen_tol, unseen)->str:
             f'missing (that takes {math.ceil(1/unseen_tol)}); an estimated {unseen:.1e} of the mass lies in regions none reaches '
             '(Good–Turing); pass more inputs, or a callable sample_inputs(n, generator)')
 
-def _shift_invert_fits(D, device)->bool: return 10*D*D < _free_bytes(device)   # its float64 D×D matrix, room for the rows
-
-def _switch_to(D, device, guess:int)->Optional[str]:
-    """Where `count_laws(method='auto')` goes when the Gram's pivots put the null space near `guess` > D/8: shift-invert while
-    its first block (`guess`, which has a margin) stays within D/2 and its float64 D×D matrix fits (with room for the rows), else the dense path if
-    its three fit, else shift-invert all the same if it fits (its block then says 'ambiguous' when too small), else None.
-    Shift-invert beats the dense path where it applies (MHA, 6 heads of 8 at d=24, D=4608: 15 s against 37 s); a null
-    space near D/2 (one head with dk = d) is the dense path's"""
-    si = _shift_invert_fits(D, device)
-    if si and 2*guess <= D: return 'shift-invert'
-    return 'dense' if _dense_fits(D, device) else 'shift-invert' if si else None
 
 # %% ../nbs/02_pde.ipynb #8476492e
 def count_laws(
@@ -407,7 +396,7 @@ def count_laws(
     exact:bool=True,            # evaluate the model under `exact_ops`
     unseen_tol:float=1e-4,      # piecewise models: input mass of unsampled regions the count may ignore (see above)
     loss:str='any',             # 'any'/'mse': laws for every loss gradient; 'ce': the cross-entropy's (logit shifts invisible)
-    method:str='auto',          # 'dense', 'gram' (one float32 D×D), 'shift-invert' (one float64 D×D), 'iterative' (none), 'lu' (one float64 D×D, no Gram), 'auto'
+    method:str='auto',          # 'dense', 'lu' (one float64 D×D, no Gram), 'gram' (one float32 D×D), 'shift-invert' (one float64 D×D), 'iterative' (none), 'auto'
     max_iters:int=3000,         # iterative: LOBPCG iterations before 'ambiguous'
     budget:int=2**28,           # iterative: bytes of Jacobian rows held at once
     progress:bool=None,         # iterative: a tqdm bar (default: on for the iterative path)
@@ -435,15 +424,9 @@ def count_laws(
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
         if meth in _SOLVER:
-            big = method == 'auto' and meth == 'gram' and (_shift_invert_fits(D, theta.device) or _dense_fits(D, theta.device))
-            grow = lambda s, big: _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples,
-                                                       min_gap, budget, max_iters, progress is not False, s, big)
-            try: span, X, n_used, solver = grow(_SOLVER[meth], D//8 if big else None)
-            except _BigNull as e: to = _switch_to(D, theta.device, e.args[0]); info['switched'], meth = e.why(D, to), to
-            if 'switched' in info:         # 'auto': LOBPCG's block would be that big; count as `to` does, from the same seed
-                g = torch.Generator().manual_seed(seed); draw_inputs(sample_inputs, 1, g, theta.device, dtype)
-                if meth == 'shift-invert': span, X, n_used, solver = grow('shift-invert', None)
-            if meth != 'dense': info.update(solver); r = span.rank
+            span, X, n_used, solver = _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples,
+                                                           min_gap, budget, max_iters, progress is not False, _SOLVER[meth])
+            info.update(solver); r = span.rank
         if meth == 'dense': r, X, n_used = _grow_span(span, fn, flat, theta, sample_inputs, g, dtype, K, chunk_size, n_samples, patience, max_samples,
                                         regions, unseen_tol, B)
     except _Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
@@ -563,24 +546,41 @@ def _lobpcg(A, D, b, g, lam, cut, maxit, X0=None, bar=None, T=None)->_Eig:
 
 # %% ../nbs/02_pde.ipynb #34c5b9ac
 class _Complement:
-    """The orthogonal complement of the span found so far, held alone (k, D) when the span is too big to hold: what the
-    iterative path keeps. Coordinates are scaled by `s` (the Gram operator's); rows are judged by their part in it"""
+    """The orthogonal complement of the span found so far, held alone when the span is too big to hold: what the
+    iterative path keeps. `N` (k, D): an orthonormal basis of the complement phase 1 left; `Y`: the directions of span(N)
+    that later rows added (orthonormal, in N's coordinates), so the complement is span(N) less span(Yᵀ N). Deflating the
+    rows' coordinates by Y costs m·k·|Y| a chunk of m rows, where rotating N to the new complement would cost k²D; N is
+    rotated once, when Y holds half of it. Coordinates are scaled by `s` (the Gram operator's), and rows are judged there
+    by their part in the complement relative to their own size, as the dense path judges unit rows: a gradient row is
+    made a unit row of the scaled coordinates, a bracket row keeps its norm (cancellation must show). Not relative to 1:
+    `s` shrinks rows far below 1, and against 1 the weak new directions of a late input read as one blur with no gap
+    (the cell below shows it)"""
     def __init__(self, N, D, s, dtype, min_gap, decisions):
         self.N, self.D, self.s, self.kw, self.decisions = N, D, s, dict(dtype=dtype, min_gap=min_gap), decisions
+        self.Y = N.new_zeros(0, len(N))
     @property
-    def rank(self): return self.D - len(self.N)
+    def rank(self): return self.D - len(self.N) + len(self.Y)
     def add(self, rows:Tensor)->Optional[int]:
-        "Like `Span.add`, for rows in the model's coordinates (bracket rows: not renormalised, so cancellation shows)"
+        "Like `Span.add`, for rows in the model's coordinates, each judged at its own norm (bracket rows: not renormalised)"
+        rs = rows*self.s
+        return self._add(rs*(rows.norm(dim=1, keepdim=True)/rs.norm(dim=1, keepdim=True).clamp_min(torch.finfo(rs.dtype).tiny)))
+    def add_gradients(self, J:Tensor)->Optional[int]:
+        "Span rows ∇f_k(θ; x): unit rows of the scaled coordinates"
+        return self._add(normalize_rows(J*self.s))
+    def _add(self, rows:Tensor)->Optional[int]:
         r, m = self.rank, rows.shape[0]
         if m == 0 or r == self.D: return r
-        _, s, Vh = torch.linalg.svd((rows*self.s) @ self.N.T, full_matrices=m < len(self.N))   # Vh: (k, k) either way
+        P = rows @ self.N.T
+        if len(self.Y): P -= (P @ self.Y.T) @ self.Y
+        _, s, Vh = torch.linalg.svd(P, full_matrices=False)
         d = rank_decision(torch.cat([s.new_ones(1), s]), r+m, self.D, **self.kw); self.decisions.append(d)
         if d.status != 'ok': return None
-        self.N = Vh[d.rank - 1:] @ self.N
+        if a := d.rank - 1:
+            V = Vh[:a] - (Vh[:a] @ self.Y.T) @ self.Y        # off Y again (rounding), then orthonormal
+            self.Y = torch.cat([self.Y, torch.linalg.qr(V.T).Q.T])
+        if 2*len(self.Y) >= len(self.N):                     # half of N taken: rotate N once, to the complement alone
+            self.N = torch.linalg.qr(self.Y.T, mode='complete').Q[:, len(self.Y):].T @ self.N; self.Y = self.Y.new_zeros(0, len(self.N))
         return self.rank
-    def add_gradients(self, J:Tensor)->Optional[int]:
-        "Span rows ∇f_k(θ; x): unit-normalised first, as the Gram operator weights them"
-        return self.add(normalize_rows(J))
 
 # %% ../nbs/02_pde.ipynb #08615202
 def _null_cut(t, res, b, dtype):
@@ -597,10 +597,6 @@ def _null_cut(t, res, b, dtype):
     if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
     return None, None
 
-class _BigNull(Exception):
-    "The Gram's pivots put the span's null space above `max_block` (`count_laws(method='auto')` then changes method)"
-    def why(self, D, to): return (f"gram -> {to}: the Gram's pivots put the span's null space near {self.args[0]} of D = {D} (> D/8), "
-                                  "where LOBPCG's block costs more than that path (attention: 2·dk² per head)")
 
 # %% ../nbs/02_pde.ipynb #fc1f4e36
 SHIFT_INVERT_SIGMA = 1e-10   # method='shift-invert': σ/λ₁, above the float64 Gram matrix's rounding (of order ε·√rows·λ₁,
@@ -631,7 +627,7 @@ def _shift_invert(G, D, b, g, s1, dtype, min_gap, bar, passes=2, rounds=3):
     A block whose null part leaves less than its margin doubles; up to `rounds`·`passes` passes per block, then 'ambiguous'. Returns (null basis (k, D), decision, info)"""
     n, sig = len(G.X), SHIFT_INVERT_SIGMA*s1**2
     G.M.diagonal().add_(sig)                               # lower triangle filled: Mᵀ, column-major, holds the upper
-    U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32)))   # in place
+    U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32, device=G.M.device)))   # in place
     if int(bad): raise _Ambiguous(f"shift-invert: M + {SHIFT_INVERT_SIGMA:g}·λ₁·I is not positive definite (Cholesky fails at column {int(bad)}): "
                                   "the Gram matrix's rounding is above the shift; use method='dense'", n)
     b = min(D//2, max(b, math.ceil(1.25*int((U.diagonal()**2 < 1e3*sig).sum())) + 16))   # pivots near σ: a first block
@@ -683,7 +679,7 @@ def _tri_solve(T:Tensor, B:Tensor, upper:bool, trans:bool=False, unit:bool=False
         X[i:j] = torch.linalg.solve_triangular(A[i:j, i:j].clone(), X[i:j], upper=up, unitriangular=unit)
     return X
 
-def _hartley_mix(R:Tensor, mix, cols:int=32):
+def _hartley_mix(R:Tensor, mix, cols:int=64):
     """R's rows mixed in place by an orthonormal transform, `mix` = (p, s, q): the rows in order p, times the signs s, the
     Hartley transform (the DFT's real counterpart, Re − Im, over √n; from `rfft`), then the rows in order q. Every row is
     then a combination of all, at O(n log n) a column (faster for a 7-smooth n, `_smooth`). Neither order is decoration:
@@ -712,12 +708,13 @@ def _lu_perm(piv:Tensor)->Tensor:
 
 # %% ../nbs/02_pde.ipynb #e34214ee
 LU_SETTLE = 1.01   # the kept side's bound is read when one more inverse iteration lowers it by less than this factor
-LU_STEPS = 2       # least-squares corrections of the null vectors against the rows (by JVPs)
+LU_STEPS = 1       # least-squares corrections of the null vectors against the rows (by JVPs): one reaches their rounding
 
 def _kept_bound(T, Z, C, b, g, iters=30)->Tensor:
     """The b smallest singular values of A_C (a lower bound on the kept spectrum, see `_lu_null`), by block inverse iteration
     with the factors: (A_Cᵀ A_C)⁻¹ = L₁⁻ᵀ U₁₁⁻ᵀ (I + Z Zᵀ)⁻¹ U₁₁⁻¹ L₁⁻¹ (T holds L₁ and U₁₁, Z = U₁₁⁻¹ U₁₂, C the Cholesky
-    factor of I + ZᵀZ for Woodbury). Returns them ascending, or None when the smallest has not settled in `iters` iterations"""
+    factor of I + ZᵀZ for Woodbury). Returns them descending, or None when the smallest has not settled in `iters` iterations
+    (the block's larger ones converge slower, and only the smallest bounds the kept side)"""
     def op(Y):
         w = _tri_solve(T, _tri_solve(T, Y, upper=False, unit=True), upper=True)
         if Z.shape[1]: w = w - Z @ torch.cholesky_solve(Z.T @ w, C)
@@ -725,8 +722,8 @@ def _kept_bound(T, Z, C, b, g, iters=30)->Tensor:
     Y, last = torch.linalg.qr(torch.randn(len(T), b, generator=g, dtype=T.dtype).to(T)).Q, None
     for _ in range(iters):
         Y, Rr = torch.linalg.qr(op(Y)); s = torch.linalg.svdvals(Rr).rsqrt()
-        if last is not None and last <= LU_SETTLE*float(s[-1]): return s.flip(0)
-        last = float(s[-1])
+        if last is not None and last <= LU_SETTLE*float(s[0]): return s.flip(0)
+        last = float(s[0])
     return None
 
 def _lu_lsq(T, Z, C, E):
@@ -756,8 +753,8 @@ def _lu_null(G, D, g, s1, dtype, min_gap, bar):
     mix = (torch.randperm(m, generator=g).to(R.device), torch.where(torch.rand(m, generator=g) < .5, -1., 1.).to(R),
            torch.randperm(m, generator=g).to(R.device))
     bar.set_postfix_str('mixing the rows'); _hartley_mix(R[:m], mix); bar.update(1); bar.set_postfix_str(f'LU of {D}×{D}')
-    M, piv = R.mT, torch.empty(D, dtype=torch.int32)
-    torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32))); bar.update(1); bar.set_postfix_str('null vectors')
+    M, piv = R.mT, torch.empty(D, dtype=torch.int32, device=R.device)
+    torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32, device=R.device))); bar.update(1); bar.set_postfix_str('null vectors')
     u = M.diagonal().abs(); d0 = rank_decision(u, D, D, dtype=dtype, min_gap=min_gap); r = d0.rank
     if d0.status != 'ok' or (r < D and float(u[:r].min()) <= float(u[r:].max())):
         raise _Ambiguous(f'lu: the pivots show no clear cut (largest gap {d0.gap:.1e} at {d0.best_guess} of {D}'
@@ -782,15 +779,15 @@ def _lu_null(G, D, g, s1, dtype, min_gap, bar):
         raise _Ambiguous(f'lu: no clear singular-value gap below the {r} kept directions (smallest kept ≥ {float(kept[-1])/s1:.1e} '
                          f'of σ₁, the null vectors up to {float(sn.max())/s1 if k else 0:.1e}; `rank_decision` needs a gap of '
                          f'{min_gap or gap_tol(dtype):.0e}): use method="dense"', n)
-    info = dict(pivot_gap=d0.gap, kept_min=float(kept[-1])/s1, null_before=before or 0., null_after=float(sn.max())/s1 if k else 0.)
+    info = dict(held_rank=r, pivot_gap=d0.gap, kept_min=float(kept[-1])/s1, null_before=before or 0., null_after=float(sn.max())/s1 if k else 0.)
     return N, RankDecision(r, d.gap, 'ok', d.sv, d.best_guess), info
 
 # %% ../nbs/02_pde.ipynb #8d3a5f67
-def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg', max_block=None):
+def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, progress, solver='lobpcg'):
     """Phase 1 of the iterative count: the null space of the span rows of inputs `X`, by LOBPCG on the Gram operator;
     with solver='cholesky' preconditioned by (M + σI)⁻¹, M the Gram matrix formed once in float32 and factored in place
     (σ = 1e-5·λ₁, above float32's rounding; if the factorization still fails, LOBPCG runs unpreconditioned and says so).
-    Raises `_BigNull` when that first block exceeds `max_block`. solver='shift-invert': `_shift_invert` on the Gram matrix in float64;
+    solver='shift-invert': `_shift_invert` on the Gram matrix in float64;
     solver='lu': `_lu_null` on the rows themselves.
     Returns (`_Complement`, info dict) or raises `_Ambiguous`"""
     D = theta.numel()
@@ -812,7 +809,7 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
         return _Complement(N.contiguous(), D, G.s, dtype, min_gap, [d]), dict(solver=solver, sigma_1=s1, n_rows=G.n_rows, **si)
     if solver == 'cholesky':
         G.M.diagonal().add_(sig)                           # M's lower triangle is filled: Mᵀ, column-major, has the upper
-        U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32)))  # in place
+        U, bad = torch.linalg.cholesky_ex(G.M.mT, upper=True, out=(G.M.mT, torch.zeros((), dtype=torch.int32, device=G.M.device)))  # in place
         if int(bad) == 0: T = lambda R: torch.linalg.solve_triangular(U, torch.linalg.solve_triangular(U.mT, R.float(), upper=False),
                                                                        upper=True).to(R.dtype)
         else: pre = dict(preconditioner=f'Cholesky failed at column {int(bad)}: unpreconditioned')
@@ -820,7 +817,6 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
     b = min(D, max(64, D - G.n_rows + 16))              # the rows' rank bounds the null space from below
     if T is not None:                                   # pivots at σ's level hint at the null space's size: a first block
         guess = math.ceil(1.25*int((U.diagonal()**2 < 100*sig).sum())) + 16
-        if max_block is not None and guess > max_block: raise _BigNull(guess)
         b = max(b, min(D//2, guess))                    # (the solver still certifies)
     bar = tqdm(desc=f'count_laws: null space (D={D})', disable=not progress, leave=False)
     X0, iters = None, 0
@@ -853,7 +849,7 @@ def _iterative_span(fx, theta, X, K, B, g, dtype, min_gap, budget, max_iters, pr
 
 # %% ../nbs/02_pde.ipynb #39c9b230
 def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_samples, patience, max_samples, min_gap, budget,
-                         max_iters, progress, solver='lobpcg', max_block=None):
+                         max_iters, progress, solver='lobpcg'):
     "Phase 1 of `count_laws(method='iterative')`: the span's null space from the Gram operator, then fresh inputs must add nothing"
     D, dev, fx = flat.D, theta.device, flat_model(fn, flat)
     Kp = K if B is None else len(B)
@@ -866,7 +862,7 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
         return r
     def first(X):                                          # phase 1; the LU holds at most D rows: later inputs join as fresh ones
         h = len(X) if solver != 'lu' else max(1, min(len(X), D // Kp))
-        span, info = _iterative_span(fx, theta, X[:h], K, B, g, dtype, min_gap, budget, max_iters, progress, solver, max_block)
+        span, info = _iterative_span(fx, theta, X[:h], K, B, g, dtype, min_gap, budget, max_iters, progress, solver)
         if h < len(X) and add(span, X[h:]) is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
         return span, info
     if isinstance(sample_inputs, Tensor):

@@ -56,13 +56,17 @@ def test_iterative_not_converged_is_ambiguous():
     c = count_laws(pb.f, pb.point(0), pb.sample_inputs, method='iterative', max_iters=1, progress=False)
     assert c.status == 'ambiguous' and c.n_laws is None and 'did not converge' in c.reason, c
 
-def test_auto_picks_by_size():
-    "'auto': dense up to _DENSE_MAX_D, then the Gram path while one D×D matrix fits, then the matrix-free one"
+def test_auto_picks_by_size(monkeypatch):
+    "'auto': dense up to _DENSE_MAX_D, then the LU path while its float64 D×D matrix fits (10·D² bytes free), then the matrix-free one"
     from conslaw_nb import pde
     assert pde._count_method('auto', 100, [], None) == 'dense'
-    assert pde._count_method('auto', pde._DENSE_MAX_D + 1, [], None) == 'gram'
+    assert pde._count_method('auto', pde._DENSE_MAX_D + 1, [], None) == 'lu'
     assert pde._count_method('auto', 10**6, [], None) == 'iterative'            # 8 TB: no D×D matrix fits
     assert pde._count_method('auto', 10**6, ['relu'], None) == 'dense'          # piecewise: only the dense path tracks regions
+    D = 10_000
+    for free, want in ((11*D*D, 'lu'), (9*D*D, 'iterative')):
+        monkeypatch.setattr(pde, '_free_bytes', lambda device, free=free: free)
+        assert pde._count_method('auto', D, [], None) == want, free
 
 def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
     "RoPE, 3 heads at d=24: the Gram's Ritz values fall smoothly to its rounding (they square σ); the rows' singular values show the gap"
@@ -70,37 +74,18 @@ def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
     c = count_laws(pb.f, pb.point(0), pb.sample_inputs, method='gram', progress=False)
     assert (c.status, c.n_laws) == ('ok', 3*(8//2 + 8*9//2)), c          # H (dk/2 + dv(dv+1)/2), Thm 4.4
 
-def test_auto_leaves_the_gram_path_when_the_null_space_is_big(monkeypatch):
-    "'auto' past _DENSE_MAX_D: attention's span leaves 2·dk² per head outside it (D/4 here), too big a block: shift-invert, and says so"
+@pytest.mark.parametrize('name', ['mha 2x4 d=8', 'one head dk=d', 'swiglu 12x24'])
+def test_auto_past_the_dense_floor_counts_by_lu(monkeypatch, name):
+    "'auto' past _DENSE_MAX_D: the LU path, whatever the null space's size: D/4 (two heads), D/2 (one head with dk = d), 24 of 864"
     from conslaw_nb import pde
     monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
-    pb = attention.mha_problem(2, 8, 4, 4, T=4); p = pb.point(0)            # D = 256, null space of the span 2·2·16 = 64
-    c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
-    dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
-    assert c.method == 'shift-invert' and 'gram -> shift-invert' in c.solver['switched'], c.solver
-    assert (c.status, c.n_laws, c.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and c.n_laws == 2*2*(4*5//2)
-    pb = ffn.swiglu_problem(12, 24); p = pb.point(0)                          # D = 864, a null space of 24 (one per unit)
-    c = count_laws(pb.f, p, pb.sample_inputs, progress=False)
-    assert c.method == 'gram' and 'switched' not in c.solver and (c.status, c.n_laws) == ('ok', 24), c
-
-def test_the_switch_goes_where_the_memory_is(monkeypatch):
-    "Leaving the Gram path: shift-invert while its first block (the guess) stays within D/2 and its float64 D×D matrix fits, else dense"
-    from conslaw_nb import pde
-    D = 10_000
-    for free, guess, want in ((10**12, 4000, 'shift-invert'), (10**12, 6000, 'dense'),    # one head with dk = d: a null space of D/2
-                              (11*D*D, 4000, 'shift-invert'), (11*D*D, 6000, 'shift-invert'),   # the dense path's 24·D² do not fit
-                              (9*D*D, 2000, None)):
-        monkeypatch.setattr(pde, '_free_bytes', lambda device, free=free: free)
-        assert pde._switch_to(D, None, guess) == want, (free, guess)
-
-def test_auto_counts_one_wide_head_by_the_dense_path(monkeypatch):
-    "One head with dk = d leaves half of D outside the span: 'auto' leaves the Gram path for the dense one, not shift-invert"
-    from conslaw_nb import pde
-    monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
-    pb = attention.mha_problem(1, 8, 8, 8, T=4)                              # D = 256, null space of the span 2·64 = 128
-    c = count_laws(pb.f, pb.point(0), pb.sample_inputs, progress=False)
-    assert c.method == 'dense' and 'gram -> dense' in c.solver['switched'], c.solver
-    assert (c.status, c.n_laws) == ('ok', 8*9//2 + 8*9//2), c                 # Thm 4.3, one head
+    pb, want = {'mha 2x4 d=8': (attention.mha_problem(2, 8, 4, 4, T=4), 2*2*(4*5//2)),            # D = 256, Thm 4.3
+                'one head dk=d': (attention.mha_problem(1, 8, 8, 8, T=4), 8*9//2 + 8*9//2),       # D = 256, null space of the span 128
+                'swiglu 12x24': (ffn.swiglu_problem(12, 24), 24)}[name]                          # D = 864, one law per unit
+    p = pb.point(0)
+    c, dense = count_laws(pb.f, p, pb.sample_inputs, progress=False), count_laws(pb.f, p, pb.sample_inputs, method='dense')
+    assert c.method == 'lu' and c.solver['solver'] == 'lu', c
+    assert (c.status, c.n_laws, c.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and c.n_laws == want, (c, dense)
 
 def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch):
     "RoPE, 2 heads of 8 at d=24: the first ceil(D/K)+4 inputs leave the span's smallest singular values near rounding"
@@ -162,3 +147,26 @@ def test_lu_helpers():
     pde._hartley_mix(I, mix, cols=50)
     assert torch.allclose(I.T @ I, torch.eye(n, dtype=torch.float64), atol=1e-12) and (I.abs() > 1e-6).float().mean() > 0.9
     assert (pde._smooth(45312, 45440), pde._smooth(2816, 2864), pde._smooth(1021, 1022)) == (45360, 2835, 1022)
+
+def test_complement_judges_rows_at_their_own_size():
+    "Scaled rows far below 1 whose new parts fall from 1e-2 to 1e-7 of their size: all six new, as the dense path finds them unscaled"
+    from conslaw_nb.pde import _Complement, Span
+    D, c = 40, 10.**-torch.arange(2, 8, dtype=torch.float64)
+    s = torch.full((D,), 1e-3, dtype=torch.float64); s[0] = 1.
+    rows = torch.zeros(6, D, dtype=torch.float64); rows[:, 1] = (1 - c**2).sqrt(); rows[range(6), range(20, 26)] = c
+    comp, dense = _Complement(torch.eye(D, dtype=torch.float64)[20:], D, s, torch.float64, None, []), Span(D, rows)
+    dense.add(torch.eye(D, dtype=torch.float64)[:20])
+    assert (comp.add_gradients(rows), dense.add(rows)) == (26, 26)
+    assert comp.add_gradients(rows[:3] + rows[3:]) == 26                          # nothing new: the rank stays
+
+def test_complement_deflates_then_rotates_once_half_is_taken():
+    "New directions are deflated (Y) until they hold half of N, then N turns to the complement alone; the rank and the basis stay right"
+    from conslaw_nb.pde import _Complement
+    g = torch.Generator().manual_seed(0); D, k = 50, 20
+    N = torch.linalg.qr(torch.randn(D, k, generator=g, dtype=torch.float64)).Q.T.contiguous()
+    comp, seen = _Complement(N, D, torch.ones(D, dtype=torch.float64), torch.float64, None, []), []
+    for m, want_Y in ((4, 4), (4, 8), (3, 0)):                                    # 11 of 20 taken: rotated, Y empty again
+        rows = torch.randn(m, k, generator=g, dtype=torch.float64) @ N; seen.append(rows)
+        assert comp.add_gradients(rows) == D - k + sum(len(r) for r in seen) and len(comp.Y) == want_Y
+    assert comp.N.shape == (k - 11, D) and torch.allclose(comp.N @ comp.N.T, torch.eye(k - 11, dtype=torch.float64), atol=1e-12)
+    assert (comp.N @ torch.cat(seen).T).abs().max() < 1e-12                      # the complement is orthogonal to every added row
