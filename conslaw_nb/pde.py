@@ -550,7 +550,7 @@ class _Complement:
     iterative path keeps. `N` (k, D): an orthonormal basis of the complement phase 1 left; `Y`: the directions of span(N)
     that later rows added (orthonormal, in N's coordinates), so the complement is span(N) less span(Yᵀ N). Deflating the
     rows' coordinates by Y costs m·k·|Y| a chunk of m rows, where rotating N to the new complement would cost k²D; N is
-    rotated once, when Y holds half of it. Coordinates are scaled by `s` (the Gram operator's), and rows are judged there
+    rotated (and Y emptied) whenever Y holds half of it. Coordinates are scaled by `s` (the Gram operator's), and rows are judged there
     by their part in the complement relative to their own size, as the dense path judges unit rows: a gradient row is
     made a unit row of the scaled coordinates, a bracket row keeps its norm (cancellation must show). Not relative to 1:
     `s` shrinks rows far below 1, and against 1 the weak new directions of a late input read as one blur with no gap
@@ -578,7 +578,7 @@ class _Complement:
         if a := d.rank - 1:
             V = Vh[:a] - (Vh[:a] @ self.Y.T) @ self.Y        # off Y again (rounding), then orthonormal
             self.Y = torch.cat([self.Y, torch.linalg.qr(V.T).Q.T])
-        if 2*len(self.Y) >= len(self.N):                     # half of N taken: rotate N once, to the complement alone
+        if 2*len(self.Y) >= len(self.N):                     # half of N taken: rotate N to the complement alone
             self.N = torch.linalg.qr(self.Y.T, mode='complete').Q[:, len(self.Y):].T @ self.N; self.Y = self.Y.new_zeros(0, len(self.N))
         return self.rank
 
