@@ -7,15 +7,16 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ACTIVE_SPREAD', 'THRESHOLD_NUDGE', 'N_QUANTILE', 'RELU_PATIENCE', 'RELU_RETRY', 'LINEAR_MAX_DEPTH',
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
-           'WIDTH_COUNT_DS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION', 'WIDTH_ATTENTION_BEYOND',
-           'WIDTH_DECODER', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case', 'mha_case', 'baseline_count',
-           'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup', 'bench_speedup',
-           'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row',
-           'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling',
-           'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor',
-           'print_monitor', 'direct_rates', 'best_of', 'width_check_row', 'width_count_row', 'count_line',
-           'module_checks', 'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line', 'bench_width',
-           'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
+           'WIDTH_COUNT_DS', 'WIDTH_COUNT_METHODS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION',
+           'WIDTH_ATTENTION_BEYOND', 'WIDTH_DECODER', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case',
+           'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup',
+           'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths',
+           'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point',
+           'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step',
+           'bench_monitor', 'print_monitor', 'direct_rates', 'best_of_each', 'best_of', 'width_check_row',
+           'width_count_row', 'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case',
+           'case_count_row', 'case_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
+           'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -497,21 +498,29 @@ WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
 QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
                       ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
 WIDTH_COUNT_DS = (8, 12, 16, 24, 32)   # SwiGLU widths (d1 = 2d) counted by every path that runs there, and the floor
+WIDTH_COUNT_METHODS = ('dense', 'gram', 'lu', 'iterative')
 ITERATIVE_MAX_D = 24                   # the matrix-free path's row stops here (at d = 32 it alone takes minutes)
-WIDTH_BEYOND_DS = (64,)                # SwiGLU widths counted by the Gram path alone; d = 64 (D = 24,576) is the width target
+WIDTH_BEYOND_DS = (64,)                # SwiGLU widths counted by the Gram path and 'auto' (-> lu); d = 64 (D = 24,576) is the width target
+
+def best_of_each(fns, device=None, n:int=3)->list:
+    """[(result, seconds, peak bytes)] of each of `fns`: the fastest of `n` calls, the peak memory of the first. The calls
+    are interleaved (each fn once, then again) so that all of them see the same load on a shared machine"""
+    out = [list(timed(fn, device, memory=True)) for fn in fns]
+    for _ in range(n - 1):
+        for o, fn in zip(out, fns): o[1] = min(o[1], timed(fn, device)[1])
+    return [tuple(o) for o in out]
 
 def best_of(fn, device=None, n:int=3)->tuple:
     "(result, seconds, peak bytes) of `fn()`: the fastest of `n` calls, the peak memory of the first"
-    res, sec, peak = timed(fn, device, memory=True)
-    return res, min([sec] + [timed(fn, device)[1] for _ in range(n - 1)]), peak
+    return best_of_each([fn], device, n)[0]
 
 def width_check_row(name:str, pb, device=None)->dict:
-    "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3), peak MB, verdict values"
+    "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, interleaved), peak MB, verdict values"
     p = pb.point(0, device=device)
     check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', n_samples=2, device=device)   # warm-up: the first
     direct_rates(pb.laws, pb.f, p, pb.sample_inputs, n_inputs=2, device=device)                        # call pays for imports
-    c, tc, mc = best_of(lambda: check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', device=device), device)
-    r, td, mr = best_of(lambda: direct_rates(pb.laws, pb.f, p, pb.sample_inputs, device=device), device)
+    (c, tc, mc), (r, td, mr) = best_of_each([lambda: check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', device=device),
+                                             lambda: direct_rates(pb.laws, pb.f, p, pb.sample_inputs, device=device)], device)
     return dict(case=name, D=sum(v.numel() for v in p.values()), laws=c.n_laws, rows=c.n_rows, check_s=tc, check_MB=mc/MB,
                 check_max_rel=c.max_rel, direct_s=td, direct_MB=mr/MB, direct_max_rel=r, check_over_direct=tc/td)
 
@@ -520,8 +529,8 @@ def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), 
     case = swiglu_case(d, 2*d); p = case.params(device=device); row = dict(d=d, d1=2*d, theory=case.laws, methods=list(methods))
     for m in methods:
         c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
-        row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB})
-        if m != 'dense': row[f'{m}_iterations'] = c.solver.get('iters')
+        row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB, f'{m}_method': c.method})
+        if c.solver.get('iters') is not None: row[f'{m}_iterations'] = c.solver['iters']
     if floor:
         fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
         row.update(floor_laws=fl, floor_s=tf, floor_MB=mf/MB)
@@ -530,7 +539,8 @@ def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), 
 
 def count_line(r:dict)->str:
     "One printed line of a `width_count_row`"
-    parts = [f"{m} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:5.0f} MB" + (f" ({r[f'{m}_iterations']} it)" if f'{m}_iterations' in r else '')
+    parts = [f"{m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:5.0f} MB"
+             + (f" ({r[f'{m}_iterations']} it)" if f'{m}_iterations' in r else '')
              for m in r['methods']] + ([f"floor {r['floor_s']:5.1f} s"] if 'floor_s' in r else [])
     laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
     return f"SwiGLU d={r['d']:3} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
@@ -556,7 +566,7 @@ def module_checks(quick:bool=False)->tuple:
             (f'LlamaAttention d={d} {H}x{dh} GQA {Hkv}', lambda: _module_problem(lambda: LlamaAttention(cfg(), 0))))
 
 # %% ../nbs/19_bench.ipynb #865fada3
-WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert side by side
+WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert, LU side by side
 WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (the LU path)
 WIDTH_DECODER = ((16, 4, 2, 43, ('dense', 'shift-invert', 'auto')),       # d, H, H_kv, d_ff (≈ 8d/3 as Llama), paths: D = 2864
                  (32, 4, 2, 86, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
@@ -608,7 +618,7 @@ def _width_checks(out:dict, checks, modules, device=None):
 def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS,
                 attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
-    and the floor where the dense one runs, then by the Gram path alone beyond; attention, with and without RoPE, by every
+    and the floor where the dense one runs, then by the Gram path and 'auto' beyond; attention, with and without RoPE, by every
     path at `attention` and by 'auto' at `attention_beyond` (either None: skipped), a Llama-style decoder layer at each of
     `decoder`'s widths by the paths it names. The checks and the widest counts run on two threads, the two cores the
     targets speak of (check and baseline alike); the per-width counts on the caller's"""
@@ -618,14 +628,14 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
     try: _width_checks(out, checks, modules, device)
     finally: torch.set_num_threads(threads)
     for d in count_ds:
-        r = width_count_row(d, device, ('dense', 'gram', 'iterative') if d <= ITERATIVE_MAX_D else ('dense', 'gram'))
+        r = width_count_row(d, device, [m for m in WIDTH_COUNT_METHODS if m != 'iterative' or d <= ITERATIVE_MAX_D])
         out['counts'].append(r); print('  ' + count_line(r), flush=True)
     torch.set_num_threads(two)
     try:
         for d in beyond_ds:
-            r = width_count_row(d, device, ('gram',), floor=False); r['threads'] = torch.get_num_threads()
+            r = width_count_row(d, device, ('gram', 'auto'), floor=False); r['threads'] = torch.get_num_threads()
             out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
-        sizes = [(s, m) for s, m in ((attention, ('dense', 'gram', 'shift-invert')), (attention_beyond, ('auto',))) if s is not None]
+        sizes = [(s, m) for s, m in ((attention, ('dense', 'gram', 'shift-invert', 'lu')), (attention_beyond, ('auto',))) if s is not None]
         rows = [('attention', f"{'RoPE-' if rope else ''}MHA {s[0]}x{s[1]} d={s[2]} T={s[3]}", attention_width_case(*s, rope), m)
                 for s, m in sizes for rope in (False, True)]
         rows += [('decoder', f"decoder layer d={d} {H}x{d//H} GQA {Hkv}", decoder_layer_case(d, H, Hkv, ff), methods)
@@ -661,12 +671,19 @@ def headline(speed:list, anchors:dict, sc:dict, mon:dict, width:dict)->dict:
             ', '.join(f"{r['case']}: {r['check_s']:.1f} s, direct-rate baseline {r['direct_s']:.1f} s" for r in width['checks']) + ')'),
         width_check_GB=(max(r['check_MB'] for r in width['checks'])/1024, 'the larger peak memory of the model-width checks'),
         width_check_over_direct=(max(r['check_over_direct'] for r in width['checks']), 'the larger check / direct-rate seconds '
-            '(best of 3 each) of the model-width checks; transformers\' modules, not in the target: ' +
+            '(best of 3 each, taking turns) of the model-width checks; transformers\' modules, not in the target: ' +
             ', '.join(f"{r['case']} ×{r['check_over_direct']:.2f}" for r in width.get('modules', []))),
-        **({} if not width.get('beyond') else dict(                                  # the widest count run: SwiGLU d = 64 in full
-            width_count_minutes=(width['beyond'][-1]['gram_s']/60, f"SwiGLU d={width['beyond'][-1]['d']} (D = {width['beyond'][-1]['D']}) "
-                                 f"by the Gram path: {width['beyond'][-1]['gram_laws']} laws, theory {width['beyond'][-1]['theory']}"),
-            width_count_GB=(width['beyond'][-1]['gram_MB']/1024, 'its peak memory'))))
+        **({} if not width.get('beyond') else _width_count(width['beyond'][-1])))
+
+def _width_count(r:dict)->dict:
+    "The width-count targets on the widest SwiGLU row, by the path a user gets ('auto'); a wrong or undecided count misses them"
+    m = 'auto' if 'auto_s' in r else r['methods'][0]
+    right = r[f'{m}_status'] == 'ok' and r[f'{m}_laws'] == r['theory']
+    how = (f"SwiGLU d={r['d']} (D = {r['D']}) by {m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''}: {r[f'{m}_laws']} laws, "
+           f"theory {r['theory']}, status {r[f'{m}_status']!r}" + ('' if right else ' (wrong or undecided: counted as missed)') +
+           ''.join(f"; {o}: {r[f'{o}_s']/60:.1f} min, {r[f'{o}_MB']/1024:.1f} GB" for o in r['methods'] if o != m))
+    return dict(width_count_minutes=(r[f'{m}_s']/60 if right else math.inf, how),
+                width_count_GB=(r[f'{m}_MB']/1024 if right else math.inf, 'its peak memory'))
 
 def summarize(head:dict)->dict:
     "Print the summary table of `headline`'s numbers against `TARGETS`; name -> value, target, met, miss, how"
@@ -749,7 +766,7 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
         print_scaling_summary(sc, cfg.budget_s)
         _section("4. ConservationMonitor overhead per training step")
         mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
-        _section("5. model width: checks against direct rates; dense vs Gram vs iterative vs floor counts, then the Gram path alone; "
+        _section("5. model width: checks against direct rates; dense vs Gram vs LU vs iterative vs floor counts, then Gram and 'auto' at the target width; "
                  "attention and a decoder layer by every path that runs")
         width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=(), attention=(2, 4, 8, 4),
                              attention_beyond=None, decoder=WIDTH_DECODER[:1]) if cfg.quick

@@ -7,7 +7,7 @@ import pytest
 import torch
 from conslaw_nb.pde import count_laws
 from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed, best_of,
-                              fit_exponent, BenchConfig, power_fit, TARGETS)
+                              best_of_each, _width_count, fit_exponent, BenchConfig, power_fit, TARGETS)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_case(3, 5), 'mha': mha_case(2, 4, 2, 3), 'rope': mha_case(2, 4, 2, 3, rope=True)}
@@ -70,3 +70,17 @@ def test_best_of_calls_n_times():
     calls = []
     res, sec, peak = best_of(lambda: calls.append(1) or 7, n=3)
     assert res == 7 and len(calls) == 3 and sec >= 0 and peak >= 0
+
+def test_best_of_each_takes_turns():
+    calls = []
+    (ra, _, _), (rb, _, _) = best_of_each([lambda: calls.append('a') or 1, lambda: calls.append('b') or 2], n=3)
+    assert (ra, rb) == (1, 2) and calls == ['a', 'b']*3
+
+def test_width_count_target_reads_auto_and_misses_a_wrong_count():
+    r = dict(d=64, D=24576, theory=128, methods=['gram', 'auto'], gram_s=300., gram_MB=3000., gram_laws=128, gram_status='ok',
+             auto_s=180., auto_MB=5400., auto_laws=128, auto_status='ok', auto_method='lu')
+    t = _width_count(r)
+    assert t['width_count_minutes'][0] == 3. and 'auto -> lu' in t['width_count_minutes'][1] and 'gram: 5.0 min' in t['width_count_minutes'][1]
+    for bad in (dict(auto_laws=127), dict(auto_status='ambiguous')):
+        t = _width_count({**r, **bad})
+        assert t['width_count_minutes'][0] == float('inf') and t['width_count_GB'][0] == float('inf')
