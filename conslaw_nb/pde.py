@@ -853,22 +853,23 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
     "Phase 1 of `count_laws(method='iterative')`: the span's null space from the Gram operator, then fresh inputs must add nothing"
     D, dev, fx = flat.D, theta.device, flat_model(fn, flat)
     Kp = K if B is None else len(B)
-    def add(span, X):                                      # the rows of inputs X, a chunk within `budget` at a time
-        r = span.rank
+    def add(span, X):                                      # the rows of inputs X, a chunk within `budget` at a time: the rank
+        r, tail = span.rank, 0                             # after them, and how many of the last inputs added nothing
         for Xc in X.split(max(1, budget//(8*K*D))):
-            J = jacobian_rows(fn, flat, theta, Xc)
+            J, r0 = jacobian_rows(fn, flat, theta, Xc), r
             r = span.add_gradients(J if B is None else (B @ J.reshape(-1, K, D)).reshape(-1, D))
-            if r is None: return None
-        return r
+            if r is None: return None, 0
+            tail = tail + len(Xc) if r == r0 else 0
+        return r, tail
     def first(X):                                          # phase 1; the LU holds at most D rows: later inputs join as fresh ones
         h = len(X) if solver != 'lu' else max(1, min(len(X), D // Kp))
         span, info = _iterative_span(fx, theta, X[:h], K, B, g, dtype, min_gap, budget, max_iters, progress, solver)
-        if h < len(X) and add(span, X[h:]) is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
+        if h < len(X) and add(span, X[h:])[0] is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
         return span, info
     if isinstance(sample_inputs, Tensor):
         X = draw_inputs(sample_inputs, None, g, dev, dtype); n_head = max(1, (3*len(X))//4)
         span, info = first(X[:n_head])
-        r0 = span.rank; r = add(span, X[n_head:]) if n_head < len(X) else r0
+        r0 = span.rank; r = add(span, X[n_head:])[0] if n_head < len(X) else r0
         if r is None: raise _Ambiguous('span W(θ): singular-value gap too small', len(X))
         if r != r0 and r < D: raise ValueError(f"the {len(X)} given inputs do not saturate W(θ) (rank still grows with the last quarter "
                                                "of them): pass more inputs, or a callable sample_inputs(n, generator)")
@@ -882,9 +883,9 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
     while quiet < pat and span.rank < D:                   # confirm saturation: a quiet run of `pat` fresh inputs
         if n_used >= cap: raise _Ambiguous(f'span W(θ) not confirmed saturated after {n_used} inputs (max_samples={cap})', n_used)
         Xn = draw_inputs(sample_inputs, min(pat - quiet, cap - n_used), g, dev, dtype); n_used += len(Xn)
-        r0 = span.rank; r = add(span, Xn)
+        r0 = span.rank; r, tail = add(span, Xn)
         if r is None: raise _Ambiguous('span W(θ): singular-value gap too small (fresh inputs)', n_used)
-        quiet = quiet + len(Xn) if r == r0 else 0
+        quiet = quiet + len(Xn) if r == r0 else tail       # the inputs after the last that added: a quiet run already
     return span, None, n_used, info
 
 # %% ../nbs/02_pde.ipynb #aa0fd2c0

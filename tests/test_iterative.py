@@ -170,3 +170,13 @@ def test_complement_deflates_then_rotates_once_half_is_taken():
         assert comp.add_gradients(rows) == D - k + sum(len(r) for r in seen) and len(comp.Y) == want_Y
     assert comp.N.shape == (k - 11, D) and torch.allclose(comp.N @ comp.N.T, torch.eye(k - 11, dtype=torch.float64), atol=1e-12)
     assert (comp.N @ torch.cat(seen).T).abs().max() < 1e-12                      # the complement is orthogonal to every added row
+
+@pytest.mark.parametrize('method', ['gram', 'lu'])
+def test_quiet_run_counts_the_inputs_after_the_last_that_added(method):
+    "Too few first inputs (n_samples): the first fresh batch still adds, early; its inputs after the last that added are a quiet run already"
+    pb = ffn.swiglu_problem(6, 12); p = pb.point(0)                          # D = 216, K = 6: the span needs ~34 inputs
+    n0, pat = 20, 30
+    dense = count_laws(pb.f, p, pb.sample_inputs, method='dense')
+    c = count_laws(pb.f, p, pb.sample_inputs, method=method, n_samples=n0, patience=pat, budget=8*6*216, progress=False)  # one input a chunk
+    assert (c.status, c.n_laws, c.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth), (c, dense)
+    assert n0 + pat < c.n_samples < n0 + 2*pat, c.n_samples                  # a second batch, not a whole one
