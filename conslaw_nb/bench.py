@@ -360,7 +360,7 @@ def scaling_point(case:BenchCase, device=None)->tuple:
     "Floor, then engine, on one case, each timed once with its peak memory: (row, the engine's `LawCount`)"
     p = case.params(device=device)
     fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
-    c, te, me = timed(lambda: count_laws(case.f, p, case.inputs, device=device), device, memory=True)
+    c, te, me = timed(lambda: count_laws(case.f, p, case.inputs, device=device, progress=False), device, memory=True)
     return dict(D=c.n_params, engine_s=te, engine_MB=me/MB, floor_s=tf, floor_MB=mf/MB, ratio=te/tf, n_laws=c.n_laws,
                 floor_laws=fl, theory=case.laws, dims=c.dims_by_depth), c
 
@@ -368,7 +368,7 @@ def _retime(row:dict, case:BenchCase, device=None):
     "A second interleaved floor and engine pair: mean seconds, median ratio"
     p = case.params(device=device)
     _, tf2 = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device)
-    _, te2 = timed(lambda: count_laws(case.f, p, case.inputs, device=device), device)
+    _, te2 = timed(lambda: count_laws(case.f, p, case.inputs, device=device, progress=False), device)
     row.update(engine_s=(row['engine_s']+te2)/2, floor_s=(row['floor_s']+tf2)/2,
                ratio=statistics.median([row['ratio'], te2/tf2]))
 
