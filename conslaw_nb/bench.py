@@ -13,10 +13,9 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths',
            'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point',
            'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step',
-           'bench_monitor', 'print_monitor', 'direct_rates', 'best_of_each', 'best_of', 'width_check_row',
-           'width_count_row', 'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case',
-           'case_count_row', 'case_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
-           'run_benchmark']
+           'bench_monitor', 'print_monitor', 'direct_rates', 'best_of_each', 'width_check_row', 'width_count_row',
+           'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line',
+           'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -510,10 +509,6 @@ def best_of_each(fns, device=None, n:int=3)->list:
         for o, fn in zip(out, fns): o[1] = min(o[1], timed(fn, device)[1])
     return [tuple(o) for o in out]
 
-def best_of(fn, device=None, n:int=3)->tuple:
-    "(result, seconds, peak bytes) of `fn()`: the fastest of `n` calls, the peak memory of the first"
-    return best_of_each([fn], device, n)[0]
-
 def width_check_row(name:str, pb, device=None)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, interleaved), peak MB, verdict values"
     p = pb.point(0, device=device)
@@ -537,9 +532,13 @@ def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), 
     row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods) and row.get('floor_laws', case.laws) == case.laws
     return row
 
+def _path(r:dict, m:str)->str:
+    "A row's name for path `m`: 'auto -> lu' for 'auto' (the path it took), else `m`"
+    return m + (' -> ' + r[f'{m}_method'] if m == 'auto' else '')
+
 def count_line(r:dict)->str:
     "One printed line of a `width_count_row`"
-    parts = [f"{m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:5.0f} MB"
+    parts = [f"{_path(r, m)} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:5.0f} MB"
              + (f" ({r[f'{m}_iterations']} it)" if f'{m}_iterations' in r else '')
              for m in r['methods']] + ([f"floor {r['floor_s']:5.1f} s"] if 'floor_s' in r else [])
     laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
@@ -602,7 +601,7 @@ def case_count_row(name:str, case:BenchCase, methods=('auto',), device=None)->di
 
 def case_line(r:dict)->str:
     "One printed line of a `case_count_row`"
-    parts = [f"{m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:6.0f} MB" for m in r['methods']]
+    parts = [f"{_path(r, m)} {r[f'{m}_s']:6.1f} s {r[f'{m}_MB']:6.0f} MB" for m in r['methods']]
     laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
     return f"{r['case']:30} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
 
@@ -679,7 +678,7 @@ def _width_count(r:dict)->dict:
     "The width-count targets on the widest SwiGLU row, by the path a user gets ('auto'); a wrong or undecided count misses them"
     m = 'auto' if 'auto_s' in r else r['methods'][0]
     right = r[f'{m}_status'] == 'ok' and r[f'{m}_laws'] == r['theory']
-    how = (f"SwiGLU d={r['d']} (D = {r['D']}) by {m}{' -> ' + r[f'{m}_method'] if m == 'auto' else ''}: {r[f'{m}_laws']} laws, "
+    how = (f"SwiGLU d={r['d']} (D = {r['D']}) by {_path(r, m)}: {r[f'{m}_laws']} laws, "
            f"theory {r['theory']}, status {r[f'{m}_status']!r}" + ('' if right else ' (wrong or undecided: counted as missed)') +
            ''.join(f"; {o}: {r[f'{o}_s']/60:.1f} min, {r[f'{o}_MB']/1024:.1f} GB" for o in r['methods'] if o != m))
     return dict(width_count_minutes=(r[f'{m}_s']/60 if right else math.inf, how),

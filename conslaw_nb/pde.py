@@ -70,7 +70,6 @@ def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None, return_scale:bool=Fal
     with model_errors(): rows, scales = vmap(one, chunk_size=chunk_size)(Xs, Ws)
     return (rows, scales) if return_scale else rows
 
-
 # %% ../nbs/02_pde.ipynb #c98841c3
 class Span:
     "Orthonormal bases of the span found so far and of its orthogonal complement; new rows are judged by their part outside"
@@ -375,7 +374,6 @@ def _few_inputs(n_used, unseen_tol, unseen)->str:
             f'missing (that takes {math.ceil(1/unseen_tol)}); an estimated {unseen:.1e} of the mass lies in regions none reaches '
             '(Good–Turing); pass more inputs, or a callable sample_inputs(n, generator)')
 
-
 # %% ../nbs/02_pde.ipynb #8476492e
 def count_laws(
     f,                          # model: `f(params, x)` on one input, or an `nn.Module`
@@ -596,7 +594,6 @@ def _null_cut(t, res, b, dtype):
                 and bool((res[:k] <= max(1e-10*float(t[k]), fl)).all())): return 'done', k
     if bool((t[:b - margin] < drop_tol(dtype)**2).all()) and bool((res[:b - margin] < 1e-6).all()): return 'grow', None
     return None, None
-
 
 # %% ../nbs/02_pde.ipynb #fc1f4e36
 SHIFT_INVERT_SIGMA = 1e-10   # method='shift-invert': σ/λ₁, above the float64 Gram matrix's rounding (of order ε·√rows·λ₁,
@@ -918,7 +915,6 @@ class LawCheck:
     def __repr__(self): return f"LawCheck(max_rel={self.max_rel:.2e}, n_laws={self.n_laws}, n_rows={self.n_rows}, n_constant={self.n_constant})"
 
 _CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + rows) × D matrices before going matrix-free
-
 
 # %% ../nbs/02_pde.ipynb #6840fc00
 def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
