@@ -200,6 +200,9 @@ def attention_params(
     return p
 
 # %% ../nbs/05_attention.ipynb #755581b4
+def _gram(A): return torch.einsum('hdk,hdl->hkl', A, A)
+def _vo_laws(p, Hkv): return _gram(p['V']) - _group(_gram(p['O']), Hkv)
+
 def mha_laws(
     p,                  # a {'Q','K','V','O'} dict or any module `attention_params` accepts
     num_heads:int=None, # override of the query head count, see `attention_params`
@@ -207,8 +210,7 @@ def mha_laws(
     "Conserved matrices per key/value head j: Σ_{i∈G_j} Q_iᵀQ_i − K_jᵀK_j and V_jᵀV_j − Σ_{i∈G_j} O_iᵀO_i (G_j: its query heads)"
     p = attention_params(p, num_heads)
     Hkv = p['K'].shape[0]
-    gram = lambda A: torch.einsum('hdk,hdl->hkl', A, A)
-    return {'QK': _group(gram(p['Q']), Hkv) - gram(p['K']), 'VO': gram(p['V']) - _group(gram(p['O']), Hkv)}
+    return {'QK': _group(_gram(p['Q']), Hkv) - _gram(p['K']), 'VO': _vo_laws(p, Hkv)}
 
 # %% ../nbs/05_attention.ipynb #811901ef
 def rope_laws(
@@ -224,7 +226,7 @@ def rope_laws(
     def pair(A):                                                         # (heads, dk/2): squared norm of each column pair
         c = (A**2).sum(1)
         return c.unflatten(-1, (dk//2, 2)).sum(-1) if pairs == 'adjacent' else c[:, :dk//2] + c[:, dk//2:]
-    return {'QK': _group(pair(p['Q']), Hkv) - pair(p['K']), 'VO': mha_laws(p)['VO']}
+    return {'QK': _group(pair(p['Q']), Hkv) - pair(p['K']), 'VO': _vo_laws(p, Hkv)}    # the VO laws only: not mha_laws, which forms QK too
 
 # %% ../nbs/05_attention.ipynb #69aec30f
 def mha_problem(

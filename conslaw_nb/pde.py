@@ -887,13 +887,15 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
 
 # %% ../nbs/02_pde.ipynb #aa0fd2c0
 def _law_fn(h, flat):
-    "`hv(theta)`: every entry of `h(params)` (a tensor or a dict of tensors) as one flat vector"
-    def hv(theta):
-        out = h(flat.unflatten(theta))
+    "`hv(theta)`: every entry of `h(params)` (a tensor or a dict of tensors) as one flat vector; `hv.of(params)`: the same from a dict"
+    def of(params):
+        out = h(params)
         if isinstance(out, dict): out = torch.cat([v.reshape(-1) for v in out.values()])
         if isinstance(out, (list, tuple)): out = torch.cat([v.reshape(-1) for v in out])
         if not isinstance(out, Tensor): raise TypeError(f"`h(params)` must return a tensor or a dict/list of tensors, got {type(out).__name__}")
         return out.reshape(-1)
+    def hv(theta): return of(flat.unflatten(theta))
+    hv.of = of
     return hv
 
 def law_gradients(h, params, dtype=torch.float64, device=None):
@@ -922,34 +924,34 @@ def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
 def _probe_norms(hv, theta, L, g):
     """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), one VJP and one JVP of h each.
     y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's gradient is
-    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes)"""
+    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes, the VJP of h)"""
     _, back = vjp(hv, theta)
     C = ((torch.rand(2, L, generator=g, dtype=torch.float64) + 1) *
          (2*torch.randint(0, 2, (2, L), generator=g) - 1)).to(theta)
     Y = torch.stack([jvp(hv, (theta,), (back(c)[0],))[1] for c in C]); E = Y / C             # (2, L)
-    return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y
+    return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y, back
 
-def _slice_tests(along, flat, t, k, groups, touched, g, D, theta, budget):
-    "For each group of indices along dim k of tensor t: does a Gaussian tangent on those slices move each touched law"
-    cb, out, o, s = _chunk(len(groups), 24*(D + len(touched)), budget), [], flat.offsets[t], flat.shapes[t]
+def _slice_tests(along, s, k, groups, touched, g, theta, budget):
+    "For each group of indices along dim k of a tensor of shape s: does a Gaussian tangent on those slices move each touched law"
+    n = math.prod(s); cb, out = _chunk(len(groups), 24*(n + len(touched)), budget), []
     for i in range(0, len(groups), cb):
-        Z = torch.zeros(len(groups[i:i + cb]), D, dtype=theta.dtype, device=theta.device)
-        part = Z[:, o:o + math.prod(s)].view(len(Z), *s).movedim(k + 1, 1)
+        Z = torch.zeros(len(groups[i:i + cb]), n, dtype=theta.dtype, device=theta.device)   # tangents on this tensor alone
+        part = Z.view(len(Z), *s).movedim(k + 1, 1)
         for b, grp in enumerate(groups[i:i + cb]):
             part[b, grp] = torch.randn(len(grp), *part.shape[2:], generator=g, dtype=torch.float64).to(theta)
         out.append(vmap(along)(Z)[:, touched] != 0)
     return torch.cat(out).T                                                          # (|touched|, groups)
 
-def _dim_support(along, flat, t, k, n, touched, g, D, theta, budget):
+def _dim_support(along, s, k, touched, g, theta, budget):
     """The indices along dim k that each touched law's gradient may live on: a superset of its support, exact in the cases
     below. Tests on groups of indices (does a Gaussian tangent on those slices move the law?); an index in a group that
     tested negative is out. First the halves each bit of the index splits (2⌈log2 n⌉ tests): when that leaves every law one
     index or all n it is exact. Else the quarters each pair of bits splits (4·C(⌈log2 n⌉, 2) tests), when they are fewer than
     n/2: exact whenever a support differs from another of its indices only in whole groups of bits (a head's columns, the
     heads of a group). Else one test per index"""
-    bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
+    n = s[k]; bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
     def decode(groups):
-        T = _slice_tests(along, flat, t, k, [gr.tolist() for gr in groups], touched, g, D, theta, budget)
+        T = _slice_tests(along, s, k, [gr.tolist() for gr in groups], touched, g, theta, budget)
         member = torch.stack([torch.isin(ar, gr) for gr in groups]).to(T.device, torch.float64)   # (tests, n)
         return ((~T).to(torch.float64) @ member) == 0                               # in no negative test
     if n > 1 and 2*bits < n:
@@ -958,22 +960,28 @@ def _dim_support(along, flat, t, k, n, touched, g, D, theta, budget):
         if 2*bits*(bits - 1) < n/2:
             return decode([gr for a in range(bits) for b in range(a + 1, bits) for va in (0, 1) for vb in (0, 1)
                            if len(gr := ar[((ar >> a) & 1 == va) & ((ar >> b) & 1 == vb)])])
-    return _slice_tests(along, flat, t, k, [[i] for i in range(n)], touched, g, D, theta, budget)
+    return _slice_tests(along, s, k, [[i] for i in range(n)], touched, g, theta, budget)
 
 # %% ../nbs/02_pde.ipynb #acc4b1b8
+def _along(hv, theta, flat, t, Rt):
+    """z ↦ the JVP of the laws at positions Rt along a tangent z on tensor t alone (its n_t entries). Through `hv.of` the other
+    tensors enter h as constants, so under vmap the parts of h that do not touch tensor t are evaluated once, not once per
+    tangent (else: z padded to a D-long tangent)"""
+    o, n, s = flat.offsets[t], flat.sizes[t], flat.shapes[t]
+    if not hasattr(hv, 'of'): return lambda z: jvp(hv, (theta,), (F.pad(z, (o, theta.numel() - o - n)),))[1][Rt]
+    ps, name = flat.unflatten(theta), flat.names[t]
+    return lambda z: jvp(lambda x: hv.of({**ps, name: x.view(s)}), (ps[name].reshape(-1),), (z,))[1][Rt]
+
 def _boxes(hv, theta, flat, R, budget, g):
     """Norms, second pass: the box each law in R lives in, per tensor the product over dims of the indices its gradient
     touches at θ (a Gaussian tangent on a slice moves the law exactly when its gradient is nonzero there, with probability 1).
     Returns, per tensor some law moves with: (t, positions in R of those laws, one (laws, n_k) mask per dim)"""
-    D, dev, Rt, out = theta.numel(), theta.device, torch.as_tensor(R, device=theta.device), []
-    along = lambda z: jvp(hv, (theta,), (z,))[1][Rt]
+    Rt, out = torch.as_tensor(R, device=theta.device), []
     for t, s in enumerate(flat.shapes):
-        o, n_t = flat.offsets[t], math.prod(s)
-        z = torch.zeros(D, dtype=theta.dtype, device=dev)
-        z[o:o + n_t] = torch.randn(n_t, generator=g, dtype=torch.float64).to(theta)
-        touched = (along(z) != 0).nonzero().flatten()                               # the laws that move with tensor t
-        if len(touched): out.append((t, touched.cpu(), [_dim_support(along, flat, t, k, n, touched, g, D, theta, budget).cpu()
-                                                          for k, n in enumerate(s)]))
+        along = _along(hv, theta, flat, t, Rt)
+        touched = (along(torch.randn(flat.sizes[t], generator=g, dtype=torch.float64).to(theta)) != 0).nonzero().flatten()
+        if len(touched): out.append((t, touched.cpu(), [_dim_support(along, s, k, touched, g, theta, budget).cpu()
+                                                          for k in range(len(s))]))     # the laws that move with tensor t
     return out
 
 def _box_cells(flat, boxes, pick):
@@ -1029,10 +1037,10 @@ def law_norms(
     per colour gives each of its laws' gradients on its own box. (3) A law left over (box past `budget`): its own VJP.
     Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
-    n2, ok, Y = _probe_norms(hv, theta, L, g)
+    n2, ok, Y, back_h = _probe_norms(hv, theta, L, g)
     first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
     R0 = (~ok).nonzero().flatten().cpu()                                              # equal bit for bit): computed once
-    R, (_, back_h) = R0[first].tolist(), vjp(hv, theta)
+    R = R0[first].tolist()
     if R and flat is not None:
         boxes, cap = _boxes(hv, theta, flat, R, budget, g), budget // 8
         size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
