@@ -13,9 +13,10 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths',
            'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point',
            'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step',
-           'bench_monitor', 'print_monitor', 'direct_rates', 'best_of_each', 'width_check_row', 'width_count_row',
-           'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line',
-           'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
+           'bench_monitor', 'print_monitor', 'direct_rates', 'taking_turns', 'best_of_each', 'width_check_row',
+           'width_count_row', 'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case',
+           'case_count_row', 'case_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
+           'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -501,23 +502,28 @@ WIDTH_COUNT_METHODS = ('dense', 'gram', 'lu', 'iterative')
 ITERATIVE_MAX_D = 24                   # the matrix-free path's row stops here (at d = 32 it alone takes minutes)
 WIDTH_BEYOND_DS = (64,)                # SwiGLU widths counted by the Gram path and 'auto' (-> lu); d = 64 (D = 24,576) is the width target
 
-def best_of_each(fns, device=None, n:int=3)->list:
-    """[(result, seconds, peak bytes)] of each of `fns`: the fastest of `n` calls, the peak memory of the first. The calls
-    are interleaved (each fn once, then again) so that all of them see the same load on a shared machine"""
-    out = [list(timed(fn, device, memory=True)) for fn in fns]
+def taking_turns(fns, device=None, n:int=3)->list:
+    """[(result, [seconds of each call], peak bytes of the first)] of each of `fns`, called `n` times each, taking turns (each
+    fn once, then again) so that all of them see the same load on a shared machine"""
+    out = [(r, [t], m) for r, t, m in (timed(fn, device, memory=True) for fn in fns)]
     for _ in range(n - 1):
-        for o, fn in zip(out, fns): o[1] = min(o[1], timed(fn, device)[1])
-    return [tuple(o) for o in out]
+        for (_, ts, _), fn in zip(out, fns): ts.append(timed(fn, device)[1])
+    return out
+
+def best_of_each(fns, device=None, n:int=3)->list:
+    "[(result, seconds, peak bytes)] of each of `fns`: the fastest of `n` calls taking turns (`taking_turns`), the peak memory of the first"
+    return [(r, min(ts), m) for r, ts, m in taking_turns(fns, device, n)]
 
 def width_check_row(name:str, pb, device=None)->dict:
-    "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, interleaved), peak MB, verdict values"
+    "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, taking turns) and each turn's ratio, peak MB, verdict values"
     p = pb.point(0, device=device)
     check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', n_samples=2, device=device)   # warm-up: the first
     direct_rates(pb.laws, pb.f, p, pb.sample_inputs, n_inputs=2, device=device)                        # call pays for imports
-    (c, tc, mc), (r, td, mr) = best_of_each([lambda: check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', device=device),
+    (c, tc, mc), (r, td, mr) = taking_turns([lambda: check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', device=device),
                                              lambda: direct_rates(pb.laws, pb.f, p, pb.sample_inputs, device=device)], device)
-    return dict(case=name, D=sum(v.numel() for v in p.values()), laws=c.n_laws, rows=c.n_rows, check_s=tc, check_MB=mc/MB,
-                check_max_rel=c.max_rel, direct_s=td, direct_MB=mr/MB, direct_max_rel=r, check_over_direct=tc/td)
+    return dict(case=name, D=sum(v.numel() for v in p.values()), laws=c.n_laws, rows=c.n_rows, check_s=min(tc), check_MB=mc/MB,
+                check_max_rel=c.max_rel, direct_s=min(td), direct_MB=mr/MB, direct_max_rel=r, check_over_direct=min(tc)/min(td),
+                turn_ratios=[a/b for a, b in zip(tc, td)])       # each turn's check / direct: the spread the best-of ratio sits in
 
 def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), floor:bool=True)->dict:
     "SwiGLU (d, 2d) counted by each of `methods` (and the floor): laws, seconds, peak MB, solver iterations each"
@@ -606,13 +612,18 @@ def case_line(r:dict)->str:
     return f"{r['case']:30} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
 
 # %% ../nbs/19_bench.ipynb #86882a9f
+def _turns(r:dict)->str:
+    "The range of a width-check row's per-turn check/direct ratios, e.g. '×0.93–×1.12'"
+    t = r.get('turn_ratios')
+    return f"×{min(t):.2f}–×{max(t):.2f}" if t else 'n/a'
+
 def _width_checks(out:dict, checks, modules, device=None):
     "The model-width check rows of `bench_width` (ours, then transformers' modules), printed as they come"
     for key, (name, make) in [('checks', c) for c in checks] + [('modules', m) for m in (module_checks() if modules is None else modules)]:
         r = width_check_row(name, make(), device); r['threads'] = torch.get_num_threads(); out[key].append(r)
         print(f"  {r['case']:32} D={r['D']:7}  check {r['check_s']:6.2f} s {r['check_MB']:6.0f} MB (max rel {r['check_max_rel']:.0e}, "
               f"{r['rows']} rows)   direct rates {r['direct_s']:6.2f} s {r['direct_MB']:6.0f} MB (max rel {r['direct_max_rel']:.0e})"
-              f"   check/direct ×{r['check_over_direct']:.1f}   ({r['threads']} threads)", flush=True)
+              f"   check/direct ×{r['check_over_direct']:.2f} (turns {_turns(r)})   ({r['threads']} threads)", flush=True)
 
 def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS,
                 attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
@@ -670,7 +681,8 @@ def headline(speed:list, anchors:dict, sc:dict, mon:dict, width:dict)->dict:
             ', '.join(f"{r['case']}: {r['check_s']:.1f} s, direct-rate baseline {r['direct_s']:.1f} s" for r in width['checks']) + ')'),
         width_check_GB=(max(r['check_MB'] for r in width['checks'])/1024, 'the larger peak memory of the model-width checks'),
         width_check_over_direct=(max(r['check_over_direct'] for r in width['checks']), 'the larger check / direct-rate seconds '
-            '(best of 3 each, taking turns) of the model-width checks; transformers\' modules, not in the target: ' +
+            '(best of 3 each, taking turns) of the model-width checks; each turn\'s ratio: ' +
+            ', '.join(f"{r['case']} {_turns(r)}" for r in width['checks']) + '; transformers\' modules, not in the target: ' +
             ', '.join(f"{r['case']} ×{r['check_over_direct']:.2f}" for r in width.get('modules', []))),
         **({} if not width.get('beyond') else _width_count(width['beyond'][-1])))
 
