@@ -525,7 +525,7 @@ def width_check_row(name:str, pb, device=None)->dict:
                 check_max_rel=c.max_rel, direct_s=min(td), direct_MB=mr/MB, direct_max_rel=r, check_over_direct=min(tc)/min(td),
                 turn_ratios=[a/b for a, b in zip(tc, td)])       # each turn's check / direct: the spread the best-of ratio sits in
 
-def width_count_row(d:int, device=None, methods=('dense', 'gram', 'iterative'), floor:bool=True)->dict:
+def width_count_row(d:int, device=None, methods=WIDTH_COUNT_METHODS, floor:bool=True)->dict:
     "SwiGLU (d, 2d) counted by each of `methods` (and the floor): laws, seconds, peak MB, solver iterations each"
     case = swiglu_case(d, 2*d); p = case.params(device=device); row = dict(d=d, d1=2*d, theory=case.laws, methods=list(methods))
     for m in methods:
