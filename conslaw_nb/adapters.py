@@ -14,7 +14,7 @@ from torch import nn, Tensor
 from torch.func import functional_call
 from .core import exact_ops
 from .blocks import Attention, SwiGLU, MoE, rope_angles, check_router
-from .attention import mha_laws, rope_laws
+from .attention import mha_laws, rope_laws, attention_params, _vo_laws
 from .ffn import swiglu_laws_fn
 from .moe import moe_laws_fn, moe_measured_theory
 
@@ -104,9 +104,10 @@ def _attention_laws(V:Callable, H:int, Hkv:int, rope:bool, qknorm, k_bias:bool):
         return w, {'Q': Q, 'K': K, 'V': Vv, 'O': O}
     def laws(P):
         w, p = qkvo(P)
-        out = {'VO': mha_laws(p)['VO']}
-        if qknorm is None: out['QK'] = (rope_laws(p, pairs='half') if rope else mha_laws(p))['QK']
+        if qknorm is None:                                # one call: each gram formed once
+            h = rope_laws(p, pairs='half') if rope else mha_laws(p); out = {'VO': h['VO'], 'QK': h['QK']}
         else:                                             # RMSNorm on each head's q and k: the norm weights carry the pair law
+            p = attention_params(p); out = {'VO': _vo_laws(p, p['K'].shape[0])}
             wq, wk = w['wq']**2, w['wk']**2; m = wq.shape[0]//2
             out['QK'] = (wq[:m] + wq[m:]) - (wk[:m] + wk[m:])
             if qknorm == 0:                               # eps = 0: each head's q (and k) projection is scale-free

@@ -970,7 +970,8 @@ def _along(hv, theta, flat, t, Rt):
     o, n, s = flat.offsets[t], flat.sizes[t], flat.shapes[t]
     if not hasattr(hv, 'of'): return lambda z: jvp(hv, (theta,), (F.pad(z, (o, theta.numel() - o - n)),))[1][Rt]
     ps, name = flat.unflatten(theta), flat.names[t]
-    return lambda z: jvp(lambda x: hv.of({**ps, name: x.view(s)}), (ps[name].reshape(-1),), (z,))[1][Rt]
+    x0 = ps[name].reshape(-1).clone()      # its own storage: a view of θ would make forward AD give each tangent θ's D entries
+    return lambda z: jvp(lambda x: hv.of({**ps, name: x.view(s)}), (x0,), (z,))[1][Rt]
 
 def _boxes(hv, theta, flat, R, budget, g):
     """Norms, second pass: the box each law in R lives in, per tensor the product over dims of the indices its gradient
