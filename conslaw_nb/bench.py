@@ -13,10 +13,9 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths',
            'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point',
            'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step',
-           'bench_monitor', 'print_monitor', 'direct_rates', 'taking_turns', 'best_of_each', 'width_check_row',
-           'width_count_row', 'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case',
-           'case_count_row', 'case_line', 'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig',
-           'run_benchmark']
+           'bench_monitor', 'print_monitor', 'direct_rates', 'taking_turns', 'width_check_row', 'width_count_row',
+           'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line',
+           'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -509,10 +508,6 @@ def taking_turns(fns, device=None, n:int=3)->list:
     for _ in range(n - 1):
         for (_, ts, _), fn in zip(out, fns): ts.append(timed(fn, device)[1])
     return out
-
-def best_of_each(fns, device=None, n:int=3)->list:
-    "[(result, seconds, peak bytes)] of each of `fns`: the fastest of `n` calls taking turns (`taking_turns`), the peak memory of the first"
-    return [(r, min(ts), m) for r, ts, m in taking_turns(fns, device, n)]
 
 def width_check_row(name:str, pb, device=None)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, taking turns) and each turn's ratio, peak MB, verdict values"

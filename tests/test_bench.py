@@ -7,7 +7,7 @@ import pytest
 import torch
 from conslaw_nb.pde import count_laws
 from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed,
-                              best_of_each, taking_turns, _width_count, _turns, fit_exponent, BenchConfig, power_fit, TARGETS)
+                              taking_turns, _width_count, _turns, fit_exponent, BenchConfig, power_fit, TARGETS)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_case(3, 5), 'mha': mha_case(2, 4, 2, 3), 'rope': mha_case(2, 4, 2, 3, rope=True)}
@@ -66,13 +66,10 @@ def test_script_refuses_a_missing_cuda_device():
     with pytest.raises(SystemExit): _script().parse(['--device', 'cuda'])
     with pytest.raises(ValueError, match='no CUDA device'): BenchConfig(device='cuda')
 
-def test_best_of_each_takes_turns():
+def test_taking_turns_calls_each_in_turn_and_keeps_every_time():
     calls = []
-    (ra, sa, pa), (rb, sb, pb) = best_of_each([lambda: calls.append('a') or 1, lambda: calls.append('b') or 2], n=3)
-    assert (ra, rb) == (1, 2) and calls == ['a', 'b']*3 and min(sa, sb, pa, pb) >= 0
-    calls.clear()
-    (ra, ta, _), (rb, tb, _) = taking_turns([lambda: calls.append('a') or 1, lambda: calls.append('b') or 2], n=4)
-    assert (ra, rb) == (1, 2) and calls == ['a', 'b']*4 and len(ta) == len(tb) == 4 and min(ta + tb) >= 0
+    (ra, ta, pa), (rb, tb, pb) = taking_turns([lambda: calls.append('a') or 1, lambda: calls.append('b') or 2], n=4)
+    assert (ra, rb) == (1, 2) and calls == ['a', 'b']*4 and len(ta) == len(tb) == 4 and min(ta + tb + [pa, pb]) >= 0
 
 def test_turns_gives_the_range_of_the_per_turn_ratios():
     assert _turns(dict(turn_ratios=[1.1, 0.9, 1.25])) == '×0.90–×1.25' and _turns(dict()) == 'n/a'
