@@ -922,36 +922,39 @@ _CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + 
 def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
 
 def _probe_norms(hv, theta, L, g):
-    """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), one VJP and one JVP of h each.
-    y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's gradient is
-    orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes, the VJP of h)"""
+    """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), by one VJP and one JVP of h batched
+    over both. y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's
+    gradient is orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes, the
+    VJP of h)"""
     _, back = vjp(hv, theta)
     C = ((torch.rand(2, L, generator=g, dtype=torch.float64) + 1) *
          (2*torch.randint(0, 2, (2, L), generator=g) - 1)).to(theta)
-    Y = torch.stack([jvp(hv, (theta,), (back(c)[0],))[1] for c in C]); E = Y / C             # (2, L)
+    T = vmap(lambda c: back(c)[0])(C)                                                       # (2, D): J_hᵀ c
+    Y = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(T); E = Y / C                          # (2, L)
     return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y, back
 
-def _slice_tests(along, s, k, groups, touched, g, theta, budget):
-    "For each group of indices along dim k of a tensor of shape s: does a Gaussian tangent on those slices move each touched law"
+def _slice_tests(along, s, k, groups, touched, z, budget):
+    """For each group of indices along dim k of a tensor of shape s: does the random tangent z (on this tensor alone), kept on
+    those slices and zero elsewhere, move each touched law. One z serves every test: each test asks whether a fixed linear form
+    (the law's gradient on those slices) vanishes at z, which for a nonzero form has probability 0 under any continuous law of z"""
     n = math.prod(s); cb, out = _chunk(len(groups), 24*(n + len(touched)), budget), []
     for i in range(0, len(groups), cb):
-        Z = torch.zeros(len(groups[i:i + cb]), n, dtype=theta.dtype, device=theta.device)   # tangents on this tensor alone
-        part = Z.view(len(Z), *s).movedim(k + 1, 1)
-        for b, grp in enumerate(groups[i:i + cb]):
-            part[b, grp] = torch.randn(len(grp), *part.shape[2:], generator=g, dtype=torch.float64).to(theta)
+        M = z.new_zeros(len(groups[i:i + cb]), s[k])
+        for b, grp in enumerate(groups[i:i + cb]): M[b, grp] = 1.
+        Z = (M.view(len(M), *[1]*k, s[k], *[1]*(len(s) - k - 1)) * z.view(s)).reshape(len(M), n)   # tangents on the slices
         out.append(vmap(along)(Z)[:, touched] != 0)
     return torch.cat(out).T                                                          # (|touched|, groups)
 
-def _dim_support(along, s, k, touched, g, theta, budget):
+def _dim_support(along, s, k, touched, z, budget):
     """The indices along dim k that each touched law's gradient may live on: a superset of its support, exact in the cases
-    below. Tests on groups of indices (does a Gaussian tangent on those slices move the law?); an index in a group that
-    tested negative is out. First the halves each bit of the index splits (2⌈log2 n⌉ tests): when that leaves every law one
-    index or all n it is exact. Else the quarters each pair of bits splits (4·C(⌈log2 n⌉, 2) tests), when they are fewer than
-    n/2: exact whenever a support differs from another of its indices only in whole groups of bits (a head's columns, the
-    heads of a group). Else one test per index"""
+    below. Tests on groups of indices (does the tensor's random tangent z, kept on those slices, move the law?); an index in
+    a group that tested negative is out. First the halves each bit of the index splits (2⌈log2 n⌉ tests): when that leaves
+    every law one index or all n it is exact. Else the quarters each pair of bits splits (4·C(⌈log2 n⌉, 2) tests), when they
+    are fewer than n/2: exact whenever a support differs from another of its indices only in whole groups of bits (a head's
+    columns, the heads of a group). Else one test per index"""
     n = s[k]; bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
     def decode(groups):
-        T = _slice_tests(along, s, k, [gr.tolist() for gr in groups], touched, g, theta, budget)
+        T = _slice_tests(along, s, k, [gr.tolist() for gr in groups], touched, z, budget)
         member = torch.stack([torch.isin(ar, gr) for gr in groups]).to(T.device, torch.float64)   # (tests, n)
         return ((~T).to(torch.float64) @ member) == 0                               # in no negative test
     if n > 1 and 2*bits < n:
@@ -960,7 +963,7 @@ def _dim_support(along, s, k, touched, g, theta, budget):
         if 2*bits*(bits - 1) < n/2:
             return decode([gr for a in range(bits) for b in range(a + 1, bits) for va in (0, 1) for vb in (0, 1)
                            if len(gr := ar[((ar >> a) & 1 == va) & ((ar >> b) & 1 == vb)])])
-    return _slice_tests(along, s, k, [[i] for i in range(n)], touched, g, theta, budget)
+    return _slice_tests(along, s, k, [[i] for i in range(n)], touched, z, budget)
 
 # %% ../nbs/02_pde.ipynb #acc4b1b8
 def _along(hv, theta, flat, t, Rt):
@@ -980,8 +983,9 @@ def _boxes(hv, theta, flat, R, budget, g):
     Rt, out = torch.as_tensor(R, device=theta.device), []
     for t, s in enumerate(flat.shapes):
         along = _along(hv, theta, flat, t, Rt)
-        touched = (along(torch.randn(flat.sizes[t], generator=g, dtype=torch.float64).to(theta)) != 0).nonzero().flatten()
-        if len(touched): out.append((t, touched.cpu(), [_dim_support(along, s, k, touched, g, theta, budget).cpu()
+        z = torch.randn(flat.sizes[t], generator=g, dtype=torch.float64).to(theta)     # one tangent for all of its tests
+        touched = (along(z) != 0).nonzero().flatten()
+        if len(touched): out.append((t, touched.cpu(), [_dim_support(along, s, k, touched, z, budget).cpu()
                                                           for k in range(len(s))]))     # the laws that move with tensor t
     return out
 
@@ -1026,6 +1030,16 @@ def _first_of_equal(rows:Tensor):
     u, inv = torch.unique(rows, dim=0, return_inverse=True)
     return torch.full((len(u),), len(rows), dtype=torch.long).scatter_reduce(0, inv, torch.arange(len(rows)), 'amin'), inv
 
+def _vjp_on(hv, theta, flat, ts):
+    """The VJP of h with respect to the tensors `ts` alone (through `hv.of`: the others enter as constants, so the backward
+    skips them), and each θ index's place in that VJP's output (-1 off those tensors)"""
+    ps, names, sizes = flat.unflatten(theta), [flat.names[t] for t in ts], [flat.sizes[t] for t in ts]
+    def sub(x): return hv.of({**ps, **{n: v.view(flat.shapes[t]) for n, t, v in zip(names, ts, x.split(sizes))}})
+    _, back = vjp(sub, torch.cat([ps[n].reshape(-1) for n in names]))
+    pos, o = torch.full((theta.numel(),), -1, dtype=torch.long, device=theta.device), 0
+    for t, n in zip(ts, sizes): pos[flat.offsets[t]:flat.offsets[t] + n] = torch.arange(o, o + n, device=theta.device); o += n
+    return back, pos
+
 def law_norms(
     hv, theta:Tensor,         # the flat law function (`_law_fn`) and the point
     budget:int=_CHECK_BUDGET, # bytes per chunk
@@ -1035,7 +1049,8 @@ def law_norms(
     """‖∇h_j(θ)‖ for every entry of `hv`, exact, without one VJP per law where the laws allow. (1) Two probes of J_h J_hᵀ settle
     every law whose gradient is orthogonal to the others' (per-unit laws: SwiGLU, rescalings). (2) For the rest, each law's
     box (the entries its gradient can touch) is found by JVPs on slices; laws with disjoint boxes share a colour, and one VJP
-    per colour gives each of its laws' gradients on its own box. (3) A law left over (box past `budget`): its own VJP.
+    per colour, taken with respect to the tensors those laws move with alone, gives each of its laws' gradients on its own
+    box. (3) A law left over (box past `budget`): its own VJP.
     Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
     n2, ok, Y, back_h = _probe_norms(hv, theta, L, g)
@@ -1053,6 +1068,8 @@ def law_norms(
             if tot + n > cap: q, tot = q + 1, 0
             batch[r], tot = q, tot + n
         rest = [R[r] for r in (batch < 0).nonzero().flatten().tolist()]
+        ts = sorted({t for t, _, _ in boxes})                                            # the tensors these laws move with
+        back_c, pos = _vjp_on(hv, theta, flat, ts) if hasattr(hv, 'of') and len(ts) < len(flat.names) else (back_h, None)
         for q in range(int(batch.max()) + 1):
             cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
             colors, left = _color(cells, D, budget); rest += left
@@ -1060,11 +1077,12 @@ def law_norms(
             for i in range(0, len(colors), cb):
                 Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
                 for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
-                S = vmap(lambda c: back_h(c)[0])(Ct)                                    # (b, D): each colour's gradients, summed
+                S = vmap(lambda c: back_c(c)[0])(Ct)                                    # (b, D'): each colour's gradients, summed
                 for b, col in enumerate(colors[i:i + cb]):
-                    ids = torch.cat([torch.full((len(cells[j]),), j) for j in col]).to(theta.device)
+                    ids = torch.as_tensor(np.repeat(col, [len(cells[j]) for j in col]), device=theta.device)
                     n2[torch.as_tensor(col, device=theta.device)] = 0.
-                    n2.index_add_(0, ids, S[b, torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)]**2)
+                    at = torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)
+                    n2.index_add_(0, ids, S[b, at if pos is None else pos[at]]**2)
         R = rest
     if R:                                                                            # one VJP per law left
         Rt = torch.as_tensor(R, device=theta.device)
