@@ -1,7 +1,7 @@
 """The benchmark's pieces compute what they claim (correctness only, no timing asserts): the straightforward baseline and
 the floor agree with the engine and the theory on tiny cases, the anchor rows check their counts, the summary judges
-targets, and tools/bench.py turns its command line into a `BenchConfig`."""
-import importlib.util
+targets, tools/bench.py turns its command line into a `BenchConfig`, and tools/gpu_check.py runs its steps (on the CPU here)."""
+import importlib.util, json, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
@@ -65,6 +65,27 @@ def test_script_reads_the_command_line(tmp_path):
 def test_script_refuses_a_missing_cuda_device():
     with pytest.raises(SystemExit): _script().parse(['--device', 'cuda'])
     with pytest.raises(ValueError, match='no CUDA device'): BenchConfig(device='cuda')
+
+def _gpu_check(*args):
+    return subprocess.run([sys.executable, str(ROOT/'tools'/'gpu_check.py'), *args], capture_output=True, text=True,
+                          env={**os.environ, 'OMP_NUM_THREADS': '1'})
+
+def test_gpu_check_runs_every_step(tmp_path):
+    "tools/gpu_check.py --quick on the CPU: each step answers without an error, the checks hold, the counts meet the theory"
+    r = _gpu_check('--device', 'cpu', '--quick', '--out', str(tmp_path/'g.json'))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path/'g.json').read_text())
+    assert set(doc['step_s']) == {'checks', 'registry', 'decoder_8_dense_lu', 'decoder_16_dense_lu'}
+    assert [c['case'] for c in doc['checks']][:2] == ['SwiGLU d=64 d1=256', 'RoPE-MHA d=32 2x16 T=8']
+    assert all(c['device_max_rel'] < 1e-8 and c['cpu_max_rel'] < 1e-8 for c in doc['checks']), doc['checks']
+    assert [(v['arch'], v['verdict']) for v in doc['registry']] == [('swiglu', 'complete'), ('mha-rope', 'complete')]
+    for k in ('decoder_8_dense_lu', 'decoder_16_dense_lu'):
+        assert doc[k]['agree'] and doc[k]['lu_status'] == 'ok', doc[k]
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a CUDA device is present')
+def test_gpu_check_refuses_a_missing_cuda_device(tmp_path):
+    r = _gpu_check('--out', str(tmp_path/'g.json'))
+    assert r.returncode == 2 and 'no CUDA device here' in r.stderr and not (tmp_path/'g.json').exists()
 
 def test_taking_turns_calls_each_in_turn_and_keeps_every_time():
     calls = []
