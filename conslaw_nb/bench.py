@@ -8,14 +8,15 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
            'WIDTH_COUNT_DS', 'WIDTH_COUNT_METHODS', 'ITERATIVE_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION',
-           'WIDTH_ATTENTION_BEYOND', 'WIDTH_DECODER', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase', 'swiglu_case',
-           'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row', 'print_speedup',
-           'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params', 'anchor_widths',
-           'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point',
-           'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step',
-           'bench_monitor', 'print_monitor', 'direct_rates', 'taking_turns', 'width_check_row', 'width_count_row',
-           'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case', 'case_count_row', 'case_line',
-           'bench_width', 'judge', 'headline', 'summarize', 'machine', 'BenchConfig', 'run_benchmark']
+           'WIDTH_ATTENTION_BEYOND', 'DECODER_SHAPES', 'WIDTH_DECODER', 'TARGETS', 'NOTES', 'mha_rope', 'BenchCase',
+           'swiglu_case', 'mha_case', 'baseline_count', 'floor_count', 'Peak', 'timed', 'fit_exponent', 'speedup_row',
+           'print_speedup', 'bench_speedup', 'linear_net', 'relu_net', 'linear_laws', 'centred_relu_params',
+           'anchor_widths', 'linear_row', 'relu_row', 'linear_suite', 'relu_suite', 'print_anchors', 'bench_anchors',
+           'scaling_point', 'swiglu_scaling', 'mha_scaling', 'power_fit', 'bench_scaling', 'print_scaling_summary',
+           'sgd_step', 'bench_monitor', 'print_monitor', 'direct_rates', 'taking_turns', 'width_check_row',
+           'width_count_row', 'count_line', 'module_checks', 'attention_width_case', 'decoder_layer_case',
+           'decoder_layer_name', 'case_count_row', 'case_line', 'bench_width', 'judge', 'headline', 'summarize',
+           'machine', 'BenchConfig', 'run_benchmark']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
@@ -568,8 +569,10 @@ def module_checks(quick:bool=False)->tuple:
 # %% ../nbs/19_bench.ipynb #865fada3
 WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert, LU side by side
 WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (the LU path)
-WIDTH_DECODER = ((16, 4, 2, 43, ('dense', 'shift-invert', 'auto')),       # d, H, H_kv, d_ff (≈ 8d/3 as Llama), paths: D = 2864
-                 (32, 4, 2, 86, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
+DECODER_SHAPES = {8: (4, 2, 22), 16: (4, 2, 43), 32: (4, 2, 86), 64: (4, 2, 172), 128: (4, 2, 344)}   # d -> (H, H_kv, d_ff):
+                   # the decoder layers of the benchmark, the performance page and tools/gpu_check.py (d_ff ≈ 8d/3 as Llama)
+WIDTH_DECODER = ((16, ('dense', 'shift-invert', 'auto')),       # d (or d, H, H_kv, d_ff), paths: D = 2864
+                 (32, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
 
 def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCase:
     """`mha_case` with inputs of std √(dk/d): at the default point (std 1/√dk, the last dim) queries and keys then have unit
@@ -578,17 +581,29 @@ def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCas
     c = mha_case(H, d, dk, T, rope=rope); s = math.sqrt(dk/d)
     return BenchCase(c.f, c.shapes, lambda n, g: s*c.inputs(n, g), c.laws)
 
-def decoder_layer_case(d:int, H:int, Hkv:int, d_ff:int, T:int=4)->BenchCase:
+def _decoder_shape(d, H=None, Hkv=None, d_ff=None)->tuple:
+    "(H, Hkv, d_ff), each one left out taken from `DECODER_SHAPES[d]`"
+    if None not in (H, Hkv, d_ff): return H, Hkv, d_ff
+    if d not in DECODER_SHAPES: raise ValueError(f"decoder layer d={d}: no shape in DECODER_SHAPES (widths {sorted(DECODER_SHAPES)}): "
+                                                 "pass H, Hkv and d_ff")
+    return tuple(v if v is not None else s for v, s in zip((H, Hkv, d_ff), DECODER_SHAPES[d]))
+
+def decoder_layer_case(d:int, H:int=None, Hkv:int=None, d_ff:int=None, T:int=4)->BenchCase:
     """A Llama-style pre-norm decoder layer on one sequence (T, d): RMSNorm, causal grouped-query attention with RoPE ('half'
     pairing, as transformers), residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
-    key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit)"""
-    dk = d//H
+    key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit).
+    H, Hkv, d_ff left out: the benchmark's layer of width d (`DECODER_SHAPES`)"""
+    H, Hkv, d_ff = _decoder_shape(d, H, Hkv, d_ff); dk = d//H
     rms = lambda x, g: g*x*torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
     def layer(p, X):
         h = X + blocks.attention(rms(X, p['g1']), p['q'], p['k'], p['v'], p['o'], H, Hkv, causal=True, rope=True)
         return h + blocks.swiglu_mlp(rms(h, p['g2']), p['gate'], p['up'], p['down'])
     shapes = dict(g1=(d,), q=(H*dk, d), k=(Hkv*dk, d), v=(Hkv*dk, d), o=(d, H*dk), g2=(d,), gate=(d_ff, d), up=(d_ff, d), down=(d, d_ff))
     return BenchCase(layer, shapes, gaussian_inputs(T, d), 2*d + rope_theory(H, dk, dk, Hkv) + d_ff)
+
+def decoder_layer_name(d:int, H:int=None, Hkv:int=None, d_ff:int=None)->str:
+    "The benchmark's name of the decoder layer `decoder_layer_case(d, H, Hkv, d_ff)`"
+    H, Hkv, _ = _decoder_shape(d, H, Hkv, d_ff); return f"decoder layer d={d} {H}x{d//H} GQA {Hkv}"
 
 def case_count_row(name:str, case:BenchCase, methods=('auto',), device=None)->dict:
     "One case counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
@@ -624,8 +639,8 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
                 attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
     and the floor where the dense one runs, then by the Gram path and 'auto' beyond; attention, with and without RoPE, by every
-    path at `attention` and by 'auto' at `attention_beyond` (either None: skipped), a Llama-style decoder layer at each of
-    `decoder`'s widths by the paths it names. The checks and the widest counts run on two threads, the two cores the
+    path at `attention` and by 'auto' at `attention_beyond` (either None: skipped), a Llama-style decoder layer
+    (`DECODER_SHAPES`) at each of `decoder`'s (d, paths) or (d, H, H_kv, d_ff, paths) by those paths. The checks and the widest counts run on two threads, the two cores the
     targets speak of (check and baseline alike); the per-width counts on the caller's"""
     out, threads = dict(checks=[], modules=[], counts=[], beyond=[], attention=[], decoder=[]), torch.get_num_threads()
     two = max(threads, min(2, os.cpu_count() or 1))
@@ -643,8 +658,7 @@ def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modul
         sizes = [(s, m) for s, m in ((attention, ('dense', 'gram', 'shift-invert', 'lu')), (attention_beyond, ('auto',))) if s is not None]
         rows = [('attention', f"{'RoPE-' if rope else ''}MHA {s[0]}x{s[1]} d={s[2]} T={s[3]}", attention_width_case(*s, rope), m)
                 for s, m in sizes for rope in (False, True)]
-        rows += [('decoder', f"decoder layer d={d} {H}x{d//H} GQA {Hkv}", decoder_layer_case(d, H, Hkv, ff), methods)
-                 for d, H, Hkv, ff, methods in decoder]
+        rows += [('decoder', decoder_layer_name(*s[:-1]), decoder_layer_case(*s[:-1]), s[-1]) for s in decoder]
         for key, name, case, methods in rows:
             r = case_count_row(name, case, methods, device); r['threads'] = torch.get_num_threads()
             out[key].append(r); print('  ' + case_line(r) + f"   ({r['threads']} threads)", flush=True)

@@ -13,12 +13,9 @@ from conslaw_nb.core import save_json
 from conslaw_nb.pde import check_laws
 from conslaw_nb.verify import verify
 
-DECODER = {8: 22, 16: 43, 32: 86, 64: 172, 128: 344}   # d -> d_ff (about 8d/3, as Llama), H = 4 heads, H_kv = 2: the benchmark's decoder rows
-
 def decoder_row(d:int, device:str, methods)->dict:
     "The decoder layer at width d counted on `device` by each of `methods`: `bench.case_count_row`, with D and the GPU's peak"
-    case = bench.decoder_layer_case(d, 4, 2, DECODER[d])
-    return bench.case_count_row(f'decoder layer d={d} 4x{d//4} GQA 2', case, methods, device=device)
+    return bench.case_count_row(bench.decoder_layer_name(d), bench.decoder_layer_case(d), methods, device=device)
 
 def checks(device:str, quick:bool)->list:
     "The model-width checks (and transformers' Llama modules) on `device` and on the CPU: same verdicts, seconds on `device`"
