@@ -693,6 +693,11 @@ def _hartley_mix(R:Tensor, mix, cols:int=64):
         H[:, :h] = F.real - F.imag; H[:, h:] = (F.real + F.imag)[:, 1:n - h + 1].flip(-1)
         R[:, c:c+cols] = (H[:, q]/math.sqrt(n)).T
 
+def _random_mix(m:int, g, like:Tensor)->tuple:
+    "A random `mix` (p, s, q) of m rows for `_hartley_mix`, drawn from `g`: p, q on `like`'s device, the signs s in its dtype"
+    return (torch.randperm(m, generator=g).to(like.device), torch.where(torch.rand(m, generator=g) < .5, -1., 1.).to(like),
+            torch.randperm(m, generator=g).to(like.device))
+
 def _smooth(lo:int, hi:int)->int:
     "The smallest 7-smooth number in [lo, hi] (an FFT length without large prime factors), else hi"
     for m in range(lo, hi):
@@ -752,8 +757,7 @@ def _lu_null(G, D, g, s1, dtype, min_gap, bar):
     2D³/3 flops, against the Gram paths' nKD² to form M plus D³/3 to factor it. Returns (null basis (k, D), decision, info)"""
     n, R = len(G.X), G.R
     m = _smooth(len(G.X)*len(G.B), D)                     # the rows held (the rest of R is zero), up to an FFT-friendly length
-    mix = (torch.randperm(m, generator=g).to(R.device), torch.where(torch.rand(m, generator=g) < .5, -1., 1.).to(R),
-           torch.randperm(m, generator=g).to(R.device))
+    mix = _random_mix(m, g, R)
     bar.set_postfix_str('mixing the rows'); _hartley_mix(R[:m], mix); bar.update(1); bar.set_postfix_str(f'LU of {D}×{D}')
     M, piv = R.mT, torch.empty(D, dtype=torch.int32, device=R.device)
     torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32, device=R.device))); bar.update(1); bar.set_postfix_str('null vectors')
