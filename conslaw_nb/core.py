@@ -162,6 +162,9 @@ class ExactOps(TorchFunctionMode):
             x = args[0]
             if x.dtype.is_floating_point and x.dtype.itemsize >= self.dtype.itemsize: return x         # already wide enough
             return func(*args, **kwargs) if self._fix(_NARROW[func]) == _NARROW[func] else x.to(self.dtype)
+        if func is Tensor.type and (args[1:] or 'dtype' in kwargs):   # x.type(torch.float32), as DeepSeek's router casts
+            dt = args[1] if len(args) > 1 else kwargs['dtype']
+            if isinstance(dt, torch.dtype): return func(args[0], self._fix(dt), *args[2:], **{k: v for k, v in kwargs.items() if k != 'dtype'})
         if func is Tensor.to:
             x, a = args[0], list(args[1:])
             if a and isinstance(a[0], Tensor): a = [a[0].device, a[0].dtype] + a[1:]

@@ -9,7 +9,8 @@ __all__ = ['LAW_KINDS', 'CONTROL_KINDS', 'DEGREE', 'QUAD_KINDS', 'FAMILIES', 'C_
 # %% ../nbs/14_monitor.ipynb #1518a82a
 import torch
 from torch import nn, Tensor
-from .adapters import law_blocks
+import warnings
+from .discovery import law_blocks
 
 # %% ../nbs/14_monitor.ipynb #7c0f5712
 LAW_KINDS = ('qk', 'vo', 'swiglu', 'gate')            # conserved by gradient flow
@@ -66,7 +67,11 @@ class ConservationMonitor:
         controls:bool=True,    # also evaluate the control quantities (not conserved)
     ):
         self.model, self.controls = _unwrap(model), controls
-        self.blocks = law_blocks(self.model)   # [(module path, adapter)]
+        blocks = law_blocks(self.model)   # [(module path, adapter)]
+        self.blocks = [(n, a) for n, a in blocks if a.meta.get('theory') != 'found']   # Eq. 10 by the kinds of laws stated
+        if len(self.blocks) < len(blocks): warnings.warn(
+            "ConservationMonitor: blocks with found laws only (no stated theory) are not monitored: "
+            + ', '.join(n for n, a in blocks if a.meta.get('theory') == 'found'))
         if not self.blocks: raise ValueError("model: no law-bearing blocks (attention, SwiGLU MLP or MoE) found")
         self._prefix = [name + '.' if name else '' for name, _ in self.blocks]
         self.h0 = self.laws()

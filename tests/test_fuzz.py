@@ -391,7 +391,7 @@ def adapt_cases(draw):
         with torch.no_grad(): m.gate.weight.copy_(torch.zeros(1, 3) + draw(st.sampled_from([0., 1., -.5])))
         return C('adapt', 'module', lambda: adapters.adapt(m), m)
     x = draw(st.sampled_from(['model', 3, None, [blocks.SwiGLU(3, 2)]]))
-    return C('law_blocks', 'model', lambda: adapters.law_blocks(x))
+    return C("law_blocks", "model", lambda: discovery.law_blocks(x))
 
 @settings(max_examples=60)
 @given(case=adapt_cases())

@@ -3,7 +3,8 @@ counted as they are or through `adapters.adapt`, at two sizes, with the laws the
 import pytest, torch
 from torch import nn
 from conslaw_nb.pde import count_laws, check_laws
-from conslaw_nb.adapters import adapt, law_blocks, module_zoo, init_generic
+from conslaw_nb.adapters import adapt, module_zoo, init_generic, NotStated
+from conslaw_nb.discovery import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
 
 transformers = pytest.importorskip('transformers')
 
@@ -36,7 +37,7 @@ def test_every_module_counts_and_checks(name, size):
     m, kw = ZOO[size][name]
     before = {n: p.detach().clone() for n, p in m.named_parameters()}
     a = adapt(m, **kw)
-    c = count_laws(a.f, a.params, a.inputs)
+    c = a.checks['count']                                 # adapt counted before stating (and raises on any disagreement)
     assert c.status == 'ok', (name, c.reason)
     assert c.n_laws == a.expected, (name, c)
     assert check_laws(a.laws, a.f, a.params, a.inputs).max_rel < 1e-10
@@ -85,3 +86,55 @@ def test_unsupported_and_uninitialised():
     init_generic(blk)
     with torch.no_grad(): blk.experts.down_proj[0, 0, 0] = float('inf')
     with pytest.raises(ValueError, match='non-finite'): adapt(blk)
+
+# ---- any transformers model, every answer checked -------------------------------------------------------------------
+
+@pytest.mark.parametrize('model_type', list(TINY_CONFIGS))
+def test_law_blocks_every_family(model_type):
+    "each layer's attention and MLP/MoE block found, the count 'ok' and = expected, the laws stated or found hold"
+    B = law_blocks(tiny_transformer(model_type))
+    assert B.skipped == [] and [a.family in ('attention', 'mlp', 'swiglu', 'moe') for _, a in B] == [True, True], (B, B.skipped)
+    assert B[0][1].family == 'attention'
+    for path, a in B:
+        c = a.checks['count']
+        assert (c.status, c.n_laws) == ('ok', a.expected), (path, c)
+        assert a.checks['laws'] <= 1e-8 and a.checks['forward'] <= 1e-10, (path, a.checks)
+        assert check_laws(a.laws, a.f, a.params, a.inputs, seed=99).max_rel <= 1e-8
+
+def _attn(kind, cls, **kw):
+    cfg = transformers.AutoConfig.for_model(kind, hidden_size=8, num_attention_heads=2, num_key_value_heads=1, vocab_size=16, **kw)
+    mod = __import__(f"transformers.models.{kind.replace('_text', '')}.modeling_{kind.replace('_text', '')}", fromlist=[cls])
+    return init_generic(getattr(mod, cls)(cfg, 0).double())
+
+def test_once_wrong_and_silent():
+    "the cases adapt once answered wrong without a word: right now, or a clear refusal naming what does not fit"
+    a = adapt(_attn('gemma3_text', 'Gemma3Attention', head_dim=4))           # q/k-norm gain 1 + w
+    assert a.meta['qk_gain'] == '1 + w' and a.checks['count'].n_laws == a.expected == 12
+    a = adapt(_attn('cohere', 'CohereAttention'))                             # interleaved rotary pairs
+    assert a.meta['pairs'] == 'adjacent' and a.checks['count'].n_laws == a.expected
+    for m, why in [(_attn('olmo2', 'Olmo2Attention'), 'whole projection'), (_attn('cohere', 'CohereAttention', use_qk_norm=True), 'per head'),
+                   (_attn('stablelm', 'StableLmAttention', partial_rotary_factor=.5), 'partial rotary')]:
+        with pytest.raises(NotStated, match=why): adapt(m)
+        b = adapt_found(m)                                                   # the engine's count, laws named and checked
+        assert b.checks['count'].status == 'ok' and b.meta['found'] == b.expected
+    relu = init_generic(transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(
+        hidden_size=4, num_attention_heads=2, intermediate_size=3, hidden_act='relu')).double())
+    with pytest.raises(NotStated, match='engine counts 6'): adapt(relu)       # the gate row rescales too: 2·d_ff laws
+    assert adapt_found(relu, kind='mlp').expected == 6
+
+def test_adapt_refuses_a_forward_it_does_not_reproduce(monkeypatch):
+    "check (a): a reader whose f is not the module's forward is refused, with the size of the difference"
+    import conslaw_nb.adapters as A
+    m = ZOO[1]['LlamaMLP'][0]
+    orig = A._gated_mlp
+    def wrong(*args):
+        kw = orig(*args); f = kw['f']; kw['f'] = lambda p, x: 1.001*f(p, x); return kw
+    monkeypatch.setattr(A, '_READERS', [(t, wrong if r is orig else r, w) for t, r, w in A._READERS])
+    with pytest.raises(NotStated, match='not the module.s own forward'): adapt(m)
+
+def test_adapt_bad_modules():
+    m = init_generic(transformers.models.llama.modeling_llama.LlamaAttention(transformers.LlamaConfig(
+        hidden_size=4, num_attention_heads=2, attention_dropout=0.1), 0).double()).train()
+    with pytest.raises(ValueError, match=r'\.eval\(\)'): adapt(m)
+    with torch.device('meta'): meta = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    with pytest.raises(ValueError, match='meta device'): adapt(meta)
