@@ -112,7 +112,7 @@ import copy, warnings
 from torch import nn
 from .core import law_tol, exact_ops
 from .adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, _hf_call, _reference, _copy,
-                                 _check_eval, _bufs, _gauss, _experts_impl, _reader)
+                                 _check_eval, _bufs, _gauss, _experts_impl, _reader, _probe_dtype)
 
 # %% ../nbs/11_discovery.ipynb #d1b10002
 def _kind_of(name:str, m:nn.Module):
@@ -150,6 +150,7 @@ def adapt_found(
     def f(p, x):
         with _experts_impl(module): return call(module, {**bufs, **p}, x)
     inputs = _gauss(call.d) if call.T is None else _gauss(call.T, call.d)
+    _probe_dtype(Adapted(kind, module, f, params, inputs, None, 0))    # a float32 cast inside: refused by name
     ref = _reference(module, call)
     with torch.no_grad(), exact_ops(torch.float64):
         X = inputs(2, torch.Generator().manual_seed(12345))

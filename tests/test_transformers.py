@@ -138,3 +138,13 @@ def test_adapt_bad_modules():
     with pytest.raises(ValueError, match=r'\.eval\(\)'): adapt(m)
     with torch.device('meta'): meta = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     with pytest.raises(ValueError, match='meta device'): adapt(meta)
+
+def test_past_count_max_D_a_twin_is_counted():
+    "a block too large to count states its count only once a twin of its configuration (smallest widths) confirms it"
+    big = init_generic(transformers.models.llama.modeling_llama.LlamaAttention(transformers.LlamaConfig(
+        hidden_size=64, num_attention_heads=8, num_key_value_heads=4), 0).double())
+    a = adapt(big)
+    assert 'twin' in a.checks['count'] and a.checks['laws'] <= 1e-8, a.checks
+    relu = init_generic(transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(
+        hidden_size=64, num_attention_heads=2, intermediate_size=128, hidden_act='relu')).double())
+    with pytest.raises(NotStated, match='twin'): adapt(relu)
