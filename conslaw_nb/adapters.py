@@ -453,13 +453,13 @@ COUNT_MAX_D = 2048    # `adapt` confirms `expected` with the engine's count up t
 _FOUND = ("; `conslaw_nb.discovery.law_blocks(model)` or `adapt_found(module)` gives the engine's count for it, with the laws "
           "`find_laws` names")
 
-def _check_eval(m:nn.Module):
+def _check_eval(m:nn.Module, name:str='module'):
     "Refuse a module whose forward is random: dropout in training mode"
     for n, s in m.named_modules():
         p = s.p if isinstance(s, nn.modules.dropout._DropoutNd) else getattr(s, 'attention_dropout', 0)
         if s.training and isinstance(p, (int, float)) and p > 0: raise ValueError(
-            f"`module` is in training mode with dropout {p} in {n or type(s).__name__!r}: the laws are those of the deterministic map; "
-            "call module.eval() first")
+            f"`{name}` is in training mode with dropout {p} in {n or type(s).__name__!r}: the laws are those of the deterministic map; "
+            f"call {name}.eval() first")
 
 _SHAPE_META = ('heads', 'kv_heads', 'head_dim', 'd', 'd_ff', 'shared_d_ff', 'rope_theta')   # what a twin changes
 

@@ -184,7 +184,7 @@ def transformer_blocks(
     blocks, other, lists = [], [], []
     for path, ml in model.named_modules():
         if not isinstance(ml, nn.ModuleList) or any(path.startswith(l + '.') for l in lists): continue
-        if not any(_kind_of(k, c) or k == 'intermediate' for l in ml for k, c in l.named_children()): continue
+        if not len(ml) or not all(any(next(c.parameters(), None) is not None for c in l.children()) for l in ml): continue   # not layers
         lists.append(path)
         for i, layer in enumerate(ml):
             kids, pre, chain = dict(layer.named_children()), f'{path}.{i}', None
@@ -224,6 +224,7 @@ def law_blocks(
     "Every attention and MLP/MoE block of `model`, with laws that were checked for its configuration"
     if not isinstance(model, nn.Module): raise TypeError(f"`model` must be an nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.parallel.DistributedDataParallel): model = model.module
+    _check_eval(model, 'model')
     if _reader(model) is not None: return Blocks([('', adapt(model, seq_len, check=check, count_max_D=count_max_D))])
     out, skipped = [], []
     if hasattr(model, 'config') and hasattr(model, 'main_input_name'):      # transformers: read as its model calls it

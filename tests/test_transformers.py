@@ -148,3 +148,11 @@ def test_past_count_max_D_a_twin_is_counted():
     relu = init_generic(transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(
         hidden_size=64, num_attention_heads=2, intermediate_size=128, hidden_act='relu')).double())
     with pytest.raises(NotStated, match='twin'): adapt(relu)
+
+def test_law_blocks_lists_what_it_cannot_read():
+    "Mamba's mixer is neither attention nor MLP: listed with the reason and a warning, never dropped silently"
+    with pytest.warns(UserWarning, match='not read'): B = law_blocks(tiny_transformer('mamba', state_size=2, expand=2, hidden_size=4))
+    assert list(B) == [] and [p for p, _ in B.skipped] == ['layers.0.mixer'] and 'neither' in B.skipped[0][1]
+    gpt2 = init_generic(transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=4, n_head=2, n_layer=2, vocab_size=16, n_positions=8)).double())
+    with pytest.raises(ValueError, match=r'model\.eval\(\)'): law_blocks(gpt2)          # dropout in training mode: refused up front
+    assert [p for p, _ in law_blocks(gpt2.eval())] == ['transformer.h.0.attn', 'transformer.h.0.mlp', 'transformer.h.1.attn', 'transformer.h.1.mlp']
