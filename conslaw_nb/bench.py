@@ -26,7 +26,7 @@ from .core import (as_functional, Flat, random_params, draw_inputs, output_dim, 
                              gaussian_inputs)
 from .rank import rank_decision
 from torch.func import vmap, vjp, jvp
-from .pde import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, _law_fn, law_norms
+from .pde import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, bracket_scale, _law_fn, law_norms
 from .ffn import swiglu, swiglu_problem
 from .attention import mha, mha_problem, rope_theory
 from . import blocks
@@ -90,9 +90,10 @@ class _Baseline:
             for k in range(self.K): rows.append(torch.autograd.grad(y[k], th, retain_graph=k < self.K-1)[0])
         return torch.stack(rows)
     def bracket(self, xs, ws):
-        "One bracket draw: each of its 2^(d-1) terms its own nested `jvp` chain, over the sum of the terms' norms"
+        "One bracket draw: each of its 2^(d-1) terms its own nested `jvp` chain, over `bracket_scale` (the engine's divisor)"
         v = torch.stack([s*t(self.theta) for s, t in bracket_terms(self.fx, xs, ws)])
-        return v.sum(0)/v.norm(dim=1).sum().clamp_min(torch.finfo(v.dtype).tiny)
+        Y = [torch.func.grad(lambda th, x=x, w=w: (w*self.fx(th, x)).sum())(self.theta) for x, w in zip(xs, ws)]
+        return v.sum(0)/bracket_scale(v, torch.stack([y.norm() for y in Y]), self.theta)
     def add(self, rows)->int:
         "Stack `rows` under the rows so far; the rank of the whole, from one SVD"
         self.A = torch.cat([self.theta.new_zeros(0, self.D) if self.A is None else self.A, rows])

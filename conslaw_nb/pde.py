@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['SPAN_RETRIES', 'LOSSES', 'METHODS', 'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE', 'LU_SETTLE',
-           'LU_STEPS', 'jacobian_rows', 'bracket_terms', 'bracket_rows', 'Span', 'LawCount', 'bracket_fd_error',
-           'piecewise_ops', 'good_turing', 'output_projector', 'count_laws', 'law_gradients', 'LawCheck', 'law_norms',
-           'check_laws', 'linear_head', 'laws_rank', 'Completeness', 'completeness', 'Problem', 'sym_orthogonality',
-           'sym_is_law', 'gradient_flow', 'gradient_descent']
+           'LU_STEPS', 'jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket_rows', 'Span', 'LawCount',
+           'bracket_fd_error', 'piecewise_ops', 'good_turing', 'output_projector', 'count_laws', 'law_gradients',
+           'LawCheck', 'law_norms', 'check_laws', 'linear_head', 'laws_rank', 'Completeness', 'completeness', 'Problem',
+           'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent']
 
 # %% ../nbs/02_pde.ipynb #bccf1f97
 import inspect, math, time
@@ -32,6 +32,8 @@ def jacobian_rows(fn, flat, theta, X, chunk_size=None):
     return J.reshape(-1, flat.D)
 
 # %% ../nbs/02_pde.ipynb #945de1e3
+_THETA_SCALE_FLOOR = 1e-3   # a point θ near 0 counts as this far from 0 per coordinate (finite-difference steps, a bracket's natural size)
+
 def bracket_terms(fx, xs, ws):
     "The left-normed bracket [Y_0,[Y_1,[...,Y_{d-1}]]] of the fields Y_i = ∇_θ(w_i·f(θ; x_i)) as signed terms (sign, θ -> vector)"
     d = len(xs)
@@ -45,27 +47,41 @@ def bracket_terms(fx, xs, ws):
         terms = new
     return terms
 
-def _bracket_stack(fx, xs, ws):
-    "θ -> the same signed terms as `bracket_terms`, stacked (2^(d-1), D), one `jvp` per level for all of them"
+def _bracket_stack(fx, xs, ws, norms:bool=False):
+    """θ -> the same signed terms as `bracket_terms`, stacked (2^(d-1), D), one `jvp` per level for all of them; with
+    `norms`, θ -> (terms, ‖Y_i‖ of the d fields they were built from, innermost first)"""
     d = len(xs)
     def field(i): return lambda th: grad(lambda t: (ws[i]*fx(t, xs[i])).sum())(th)
     def level(inner, X):
         def T(th):
             Xth = X(th)
-            Z, DZ_X = jvp(inner, (th,), (Xth,))                        # every inner term and its derivative along X
+            Z, DZ_X, n = jvp(inner, (th,), (Xth,), has_aux=True)       # every inner term and its derivative along X
             DX_Z = vmap(lambda z: jvp(X, (th,), (z,))[1])(Z)           # DX·z for every inner term z
-            return torch.cat([DZ_X, -DX_Z])
+            return torch.cat([DZ_X, -DX_Z]), torch.cat([n, Xth.norm()[None]])
         return T
-    T = lambda th: field(d-1)(th)[None]
+    def T(th): Y = field(d-1)(th); return Y[None], Y.norm()[None]
     for i in range(d-2, -1, -1): T = level(T, field(i))
-    return T
+    stack = T
+    return stack if norms else (lambda th: stack(th)[0])
+
+def bracket_scale(
+    terms:Tensor,        # (2^(d-1), D): a bracket's signed terms (`_bracket_stack`)
+    field_norms:Tensor,  # (d,): ‖Y_i‖ of the fields it was built from
+    theta:Tensor,        # the point θ (flat)
+)->Tensor:
+    """What a bracket row is divided by: the sum of its terms' norms, or, where larger, the fields' natural size
+    ∏‖Y_i‖/‖θ‖^(d−1) (‖θ‖ no smaller than `_THETA_SCALE_FLOOR`·√D). A bracket whose terms are all rounding stays at
+    rounding level, where the rank decision drops it"""
+    th = max(float(theta.norm()), _THETA_SCALE_FLOOR*math.sqrt(theta.numel()))
+    size = field_norms.prod(-1)/th**(field_norms.shape[-1] - 1)
+    return torch.maximum(terms.norm(dim=-1).sum(-1), size).clamp_min(torch.finfo(terms.dtype).tiny)
 
 def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None, return_scale:bool=False):
-    "Depth-d brackets at `theta`, one per draw (`Xs` (B, d, *x), `Ws` (B, d, K)), each divided by the sum of its terms' norms"
+    "Depth-d brackets at `theta`, one per draw (`Xs` (B, d, *x), `Ws` (B, d, K)), each divided by its `bracket_scale`"
     fx = flat_model(fn, flat)
     def one(xs, ws):
-        v = _bracket_stack(fx, xs, ws)(theta)
-        scale = v.norm(dim=1).sum().clamp_min(torch.finfo(v.dtype).tiny)
+        v, n = _bracket_stack(fx, xs, ws, norms=True)(theta)
+        scale = bracket_scale(v, n, theta)
         return v.sum(0)/scale, scale
     with model_errors(): rows, scales = vmap(one, chunk_size=chunk_size)(Xs, Ws)
     return (rows, scales) if return_scale else rows
@@ -122,8 +138,6 @@ class LawCount:
                 + (f", reason={self.reason!r}" if self.reason else '') + ")")
 
 # %% ../nbs/02_pde.ipynb #8c82ad05
-_THETA_SCALE_FLOOR = 1e-3   # a point θ near 0 still gets finite-difference steps of this relative size
-
 def bracket_fd_error(
     fn, flat, theta, xs, ws,   # model, flattening, point, and one draw (inputs `xs` (d, *x), output weights `ws` (d, K))
     row=None, scale=None,      # that draw's row and scale from `bracket_rows(..., return_scale=True)`, if already computed
@@ -334,6 +348,17 @@ def _output_basis(loss, K, dtype, device=None)->Tensor:
 
 def _check_law_fn(h, name='h'):
     if not callable(h): raise TypeError(f"`{name}` must be a callable h(params) -> tensor or dict of tensors (the laws), got {type(h).__name__}")
+
+def _check_model_arg(h, f, caller='check_laws'):
+    "Refuse a call whose model slot holds no model: `check_laws(f, params, sample_inputs)`, the laws left out"
+    if callable(f): return
+    if isinstance(h, nn.Module) or _n_args(h) == 2:
+        what = f"a {type(f).__name__}" + (' (the params?)' if isinstance(f, dict) else '')
+        raise ValueError(f"{caller} takes the laws first: {caller}(h, f, params, sample_inputs). The laws `h` are left out: `h` is a model "
+                         f"(it takes (params, x)) and `f`, where the model goes, is {what}. Pass the laws h(params) -> tensor or "
+                         f"dict of tensors first, e.g. {caller}(lambda p: ..., f, params, sample_inputs)")
+    raise TypeError(f"`f` must be the model, a callable f(params, x) or an nn.Module, got {type(f).__name__}: "
+                    f"{caller}(h, f, params, sample_inputs)")
 
 def _check_order(h, f):
     "Refuse `check_laws(f, h, ...)`: the laws first (one argument), then the model (two)"
@@ -1137,7 +1162,7 @@ def check_laws(
     loss:str='any',        # 'any'/'mse': every output direction; 'ce': directions u ⟂ 1 only (see `count_laws`)
 )->LawCheck:
     "The largest relative |<∇h_j(θ), ∇_θ f_k(θ; x)>| over the laws in `h` and sampled inputs x and outputs k"
-    _check_law_fn(h); _check_order(h, f)
+    _check_law_fn(h); _check_model_arg(h, f); _check_order(h, f)
     check_int('n_samples', n_samples); check_int('seed', seed, 0); check_int('n_dirs', n_dirs); check_int('budget', budget)
     check_choice('method', method, ('auto', 'dense', 'matrix_free')); check_choice('loss', loss, LOSSES)
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
@@ -1201,7 +1226,7 @@ def completeness(
     if tol is None: tol = law_tol(dtype)
     if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol > 0):
         raise ValueError(f"`tol` = {tol!r}: pass a finite positive orthogonality tolerance, or None for √ε")
-    if h is not None: _check_law_fn(h); _check_order(h, f)
+    if h is not None: _check_law_fn(h); _check_model_arg(h, f, 'completeness'); _check_order(h, f)
     fn, params = as_functional(f, params, dtype, device, exact)
     if h is None: h = lambda p: next(iter(p.values())).new_zeros(0)    # no candidates: 'complete' iff there are no laws
     cnt = count_laws(fn, params, sample_inputs, seed=seed, dtype=dtype, **count_kw)

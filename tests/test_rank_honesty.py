@@ -2,6 +2,7 @@
 count with status 'ok'. Also: the gap is always reported, the decision is scale invariant, and runs are deterministic."""
 import math
 import pytest
+from hypothesis import given, settings, strategies as st
 import torch
 from conslaw_nb.core import random_params
 from conslaw_nb.rank import rank_decision, AmbiguousRankError
@@ -71,3 +72,34 @@ def test_deterministic():
     p = random_params({'U': (4, 3), 'V': (3, 3)}, torch.Generator().manual_seed(0))
     a, b = count_laws(linear2, p, gauss(3), seed=5), count_laws(linear2, p, gauss(3), seed=5)
     assert (a.n_laws, a.dims_by_depth, a.n_samples, a.gap) == (b.n_laws, b.dims_by_depth, b.n_samples, b.gap)
+
+# Top-1 routing with the gate normalised over the kept expert (Mixtral, Qwen3-MoE): the gate is p/p = 1, the router gets no
+# gradient and all E·d of its weights are conserved. Autograd computes that derivative as rounding noise shaped like a true
+# router gradient; a bracket whose terms are all such noise must stay at rounding level (`pde.bracket_scale`), never
+# become a direction. Truth at d = 4, E = 3, d_ff = 3: 12 router weights + 9 SwiGLU rescalings = 21.
+TOP1 = dict(d=4, E=3, d_ff=3, laws=4*3 + 3*3)
+
+def _top1_block(kind, init):
+    from conslaw_nb.adapters import adapt, init_generic
+    c = TOP1
+    if kind == 'mixtral':
+        from transformers import MixtralConfig
+        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+        m = MixtralSparseMoeBlock(MixtralConfig(hidden_size=c['d'], num_attention_heads=1, intermediate_size=c['d_ff'],
+                                                num_local_experts=c['E'], num_experts_per_tok=1))
+    else:
+        from transformers import Qwen3MoeConfig
+        from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+        m = Qwen3MoeSparseMoeBlock(Qwen3MoeConfig(hidden_size=c['d'], num_attention_heads=1, moe_intermediate_size=c['d_ff'],
+                                                  num_experts=c['E'], num_experts_per_tok=1, norm_topk_prob=True))
+    return adapt(init_generic(m.double(), torch.Generator().manual_seed(init)), check=False)
+
+@pytest.mark.parametrize('kind', ['mixtral', 'qwen3_moe'])
+@settings(max_examples=12)
+@given(init=st.integers(0, 2**20), seed=st.integers(0, 2**20))
+def test_top1_router_noise_is_never_a_direction(kind, init, seed):
+    "21 laws or 'ambiguous' at every point and seed: never a wrong 'ok'"
+    pytest.importorskip('transformers')
+    a = _top1_block(kind, init)
+    assert a.expected == TOP1['laws']
+    honest(count_laws(a.f, a.params, a.inputs, seed=seed), TOP1['laws']); tally('top-1 router')
