@@ -15,7 +15,8 @@ from . import verify as V
 from . import atlas as A
 from .models import PRESETS
 from .monitor import LAW_KINDS, CONTROL_KINDS, QUAD_KINDS
-from .training import TASKS, OPTIMS, SCHEDULES, DTYPES, TrainConfig, check_device, train, write_records
+from .core import check_device
+from .training import TASKS, OPTIMS, SCHEDULES, DTYPES, TrainConfig, train, write_records
 from .sweeps import sweep, demo_run
 
 # %% ../nbs/21_cli.ipynb #5b640809

@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['law_tol', 'gap_tol', 'drop_tol', 'fd_step', 'fd_tol', 'random_params', 'layer_norm_ref', 'rms_norm_ref',
-           'group_norm_ref', 'batch_norm_ref', 'sdpa_ref', 'ExactOps', 'exact_ops', 'as_functional', 'Flat',
-           'gaussian_inputs', 'draw_inputs', 'flat_model', 'model_errors', 'output_dim', 'normalize_rows', 'check_int',
-           'check_choice', 'check_top_k', 'check_finite', 'check_params', 'check_input', 'atomic_write', 'save_json']
+           'group_norm_ref', 'batch_norm_ref', 'sdpa_ref', 'ExactOps', 'exact_ops', 'check_device', 'as_functional',
+           'Flat', 'gaussian_inputs', 'draw_inputs', 'flat_model', 'model_errors', 'output_dim', 'normalize_rows',
+           'check_int', 'check_choice', 'check_top_k', 'check_finite', 'check_params', 'check_input', 'atomic_write',
+           'save_json']
 
 # %% ../nbs/00_core.ipynb #545c8365
 import contextlib, inspect, json, math, numbers, os, tempfile
@@ -181,11 +182,32 @@ def exact_ops(dtype=torch.float64):
     with ExactOps(dtype), sdpa_kernel([SDPBackend.MATH]): yield
 
 # %% ../nbs/00_core.ipynb #50f48f3a
+_META = ("parameters on the meta device hold no values: initialise/load them first, "
+         "e.g. model.to_empty(device='cpu') then init")
+
+def check_device(
+    device,             # 'cpu', 'cuda' or 'cuda:N' (a string or a torch.device)
+    name:str='device',  # what the caller calls it, for messages
+)->str:
+    "`device` as a string if this machine can compute on it, or a ValueError naming `name` and the fix"
+    try: dev = torch.device(device)
+    except (RuntimeError, TypeError): raise ValueError(f"{name}={device!r} is not a device: use 'cpu', 'cuda' or 'cuda:N'") from None
+    if dev.type == 'cpu': return str(device)
+    if dev.type == 'meta': raise ValueError(f"{name}={device!r}: tensors on the meta device hold no values; use 'cpu' or 'cuda'")
+    if dev.type != 'cuda': raise ValueError(f"{name}={device!r}: only CPU and CUDA devices are supported; use 'cpu' or 'cuda'")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not n: raise ValueError(f"{name}={device!r}: CUDA is not available on this machine; use 'cpu'")
+    if dev.index is not None and dev.index >= n:
+        raise ValueError(f"{name}={device!r}: this machine has {n} CUDA device(s); use 'cuda:0' to 'cuda:{n - 1}', or 'cpu'")
+    return str(device)
+
 def _point(params, dtype, device)->dict:
     "The point θ of `as_functional`: values kept, shapes drawn, all in `dtype` on one device and finite"
     if not isinstance(params, dict) or not params:
         raise ValueError(f"`params` must be a non-empty dict name -> {_FORMS}, got {type(params).__name__} {str(params)[:40]}")
     vals = {k: _as_value('params', k, v) for k, v in params.items() if _is_value(v)}
+    for k, v in vals.items():
+        if v.is_meta: raise ValueError(f"`params[{k!r}]` is on the meta device: {_META}")
     drawn = _draw({k: v for k, v in params.items() if k not in vals}, 'params', None, dtype, device)
     dev = device if device is not None else next(iter(vals.values())).device if vals else None
     out = {k: (vals[k] if k in vals else drawn[k]).detach().to(device=dev, dtype=dtype) for k in params}
@@ -204,6 +226,40 @@ def _point_check(f):
     return check
 
 # %% ../nbs/00_core.ipynb #677ca438
+_HF_CONTEXT = ('position_embeddings', 'attention_mask', 'position_ids', 'cache_position', 'past_key_values', 'past_key_value')
+
+def _is_transformers(m:nn.Module)->bool: return type(m).__module__.split('.')[0] == 'transformers'
+
+def _check_module(mod:nn.Module, own_params:bool):
+    """Refuse, before any work, a module the engine cannot count as it is: a transformers block whose forward needs more
+    than hidden states, a forward with more required inputs than one, active dropout, weights on the meta device"""
+    name = type(mod).__name__
+    try: ps = list(inspect.signature(mod.forward).parameters.values())
+    except (TypeError, ValueError): ps = []
+    req = [p.name for p in ps if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    ctx = [p.name for p in ps[1:] if p.name in _HF_CONTEXT]
+    if _is_transformers(mod) and (ctx or len(req) > 1):
+        raise ValueError(f"`f` is a transformers block ({name}) whose forward needs more than hidden states "
+                         f"({', '.join(ctx or req[1:])}), but the engine calls f(x) on one input. Use "
+                         "`conslaw_nb.adapters.adapt(module)`, which builds them (positions, mask, float64): a = adapt(module), then "
+                         "count_laws(a.f, a.params, a.inputs) or check_laws(a.laws, a.f, a.params, a.inputs)")
+    if len(req) > 1:
+        raise ValueError(f"`f` ({name}) is a module whose forward needs {len(req)} inputs ({', '.join(req)}), but the engine calls "
+                         "it on one input x: wrap it in a module whose forward(x) supplies the rest (self-attention: attn(x, x, x)), "
+                         "or use `conslaw_nb.adapters.adapt(module)` for the blocks it reads")
+    for n, m in mod.named_modules():
+        if not m.training: continue
+        p, what = (m.p, type(m).__name__) if isinstance(m, nn.modules.dropout._DropoutNd) else (0, '')
+        for a in ('attention_dropout', 'dropout'):
+            v = getattr(m, a, None)
+            if not p and isinstance(v, numbers.Real) and not isinstance(v, bool): p, what = v, a
+        if p > 0:
+            raise ValueError(f"`f` ({name}) is in training mode with active dropout ({n or 'the module'}: {what} p={p:g}): the count "
+                             "needs the deterministic map, and dropout draws a new one at every call: call model.eval() first")
+    meta = ([('parameter', k) for k, t in mod.named_parameters() if t.is_meta] if own_params else []) + \
+           [('buffer', k) for k, t in mod.named_buffers() if t.is_meta]
+    if meta: raise ValueError(f"`f` ({name}): {meta[0][0]} {meta[0][1]!r} is on the meta device: {_META}")
+
 def as_functional(
     f,                 # `f(params, x)` acting on one input, or an `nn.Module`
     params=None,       # dict name -> value (tensor, array) or shape (drawn at random); for a module defaults to its parameters
@@ -213,6 +269,8 @@ def as_functional(
 ):
     "Normalise a model to `(fn, params)` with `fn(params, x)` on one input and params a dict of `dtype` tensors"
     _float_dtype(dtype)
+    if device is not None: check_device(device)
+    if _is_module(f): _check_module(f, params is None)
     check = _point_check(f)
     if _is_module(f):
         mod = f
@@ -229,6 +287,9 @@ def as_functional(
         def fn(p, x):
             with exact_ops(dtype): return inner(p, x)
         fn._exact = dtype
+    if _is_module(f) and _is_transformers(f):               # what `output_dim` adds should the block fail on one input
+        fn._hint = (f". `f` is a transformers block ({type(f).__name__}): `conslaw_nb.adapters.adapt(module)` builds what the engine "
+                    "needs, then count_laws(a.f, a.params, a.inputs)")
     params = _point(params, dtype, device)
     if check is not None:
         if getattr(fn, 'check_point', None) is not check: fn.check_point = check
@@ -318,7 +379,8 @@ def output_dim(fn, params, x)->int:
     "K, the number of outputs of the model on one input `x`, after checking it runs and is finite"
     try: y = fn(params, x)
     except Exception as e: raise ValueError(f"the model failed on one sample input of shape {tuple(x.shape)}: "
-                                            f"{type(e).__name__}: {e}. Check that `f(params, x)` takes ONE input and that params match the model") from e
+                                            f"{type(e).__name__}: {e}. Check that `f(params, x)` takes ONE input and that params match the model"
+                                            + getattr(fn, '_hint', '')) from e
     if not isinstance(y, Tensor): raise TypeError(f"the model must return a tensor, got {type(y).__name__}")
     if not torch.isfinite(y).all(): raise ValueError("the model's output is not finite at these params: use a finite, moderate point")
     return y.numel()

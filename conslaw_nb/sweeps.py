@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 import numpy as np
 import torch
 from .core import save_json, check_int, atomic_write
-from .training import TrainConfig, train, train_many, write_records, read_records, _logged, check_device
+from .core import check_device
+from .training import TrainConfig, train, train_many, write_records, read_records, _logged
 from .analysis import (ExponentFit, fit_exponents, plot_eps_vs_step, plot_eps_vs_tau, plot_exponents,
                                  plot_bound_constant, plot_drift, plot_eps_by_tau, plot_vs_bound, run_table, _fam, _ok_bound)
 from .monitor import FAMILIES

@@ -26,6 +26,14 @@ ENGINE = [
     ('not a model', lambda: count_laws(42, {'U': (2, 2)}, gauss(2)), 'callable'),
     ('empty params', lambda: laws_rank(lambda p: p, {}), 'non-empty'),
     ('laws not tensors', lambda: check_laws(lambda p: 'x', linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(3)), 'must return a tensor'),
+    ('laws left out', lambda: check_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(3)), 'check_laws(h, f, params, sample_inputs)'),
+    ('module laws left out', lambda: check_laws(nn.Linear(3, 2), None, gauss(3)), 'the laws `h` are left out'),
+    ('dropout in training mode', lambda: count_laws(nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.1), nn.Linear(4, 2)), None, gauss(3)), 'call model.eval()'),
+    ('attention dropout in training mode', lambda: count_laws(nn.TransformerEncoderLayer(4, 2, 8, batch_first=True), None, gauss(3, 4)), 'call model.eval()'),
+    ('cuda missing', lambda: count_laws(linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(3), device='cuda:99' if torch.cuda.is_available() else 'cuda'), "device='cuda"),
+    ('unknown device', lambda: check_laws(lambda p: p['U'].sum(), linear2, {'U': (4, 2), 'V': (3, 2)}, gauss(3), device='tpu'), "device='tpu'"),
+    ('meta module', lambda: count_laws(nn.Linear(3, 2, device='meta'), None, gauss(3)), "model.to_empty(device='cpu') then init"),
+    ('meta params', lambda: count_laws(linear2, {'U': torch.empty(4, 2, device='meta'), 'V': (3, 2)}, gauss(3)), 'meta device hold no values'),
 ]
 FFN = [
     ('ffn A/B mismatch', lambda: ffn.ffn({'A': torch.ones(3, 4, **f64), 'B': torch.ones(5, 3, **f64)}, torch.ones(3, **f64)), 'A'),
@@ -64,3 +72,13 @@ VERIFY = [
 def test_bad_input(name, call, match):
     with pytest.raises((ValueError, TypeError)) as e: call()
     assert match.lower() in str(e.value).lower(), f"{name}: message {str(e.value)!r} does not mention {match!r}"
+
+def test_transformers_attention_called_directly():
+    "A transformers attention block's forward needs positions and a mask: the error names the block and `adapt`, before any work"
+    tf = pytest.importorskip('transformers')
+    from transformers.models.llama.modeling_llama import LlamaAttention
+    m = LlamaAttention(tf.LlamaConfig(hidden_size=8, num_attention_heads=4, num_key_value_heads=2), layer_idx=0)
+    for call in (lambda: count_laws(m, None, gauss(4, 8)), lambda: check_laws(lambda p: p['q_proj.weight'].sum(), m, None, gauss(4, 8))):
+        with pytest.raises(ValueError) as e: call()
+        assert 'transformers block (LlamaAttention)' in str(e.value) and 'conslaw_nb.adapters.adapt(module)' in str(e.value), str(e.value)
+        assert 'position_embeddings' in str(e.value)
