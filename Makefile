@@ -36,7 +36,7 @@ demo: $(STAMP)
 # pytest-xdist workers of one thread each (tests/conftest.py): serially it left one core idle.
 test: $(STAMP) browser
 	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 export: $(STAMP)
 	$(BIN)/nbdev_export

@@ -19,6 +19,8 @@ from conftest import tally, CASES
 f64 = torch.float64
 nan, inf = float('nan'), float('inf')
 MIN_CASES = 200                         # generated bad inputs per run, all tests together
+# the tally reads this process's count: every fuzz test runs in one pytest-xdist worker (`make test` passes --dist loadgroup)
+pytestmark = pytest.mark.xdist_group('fuzz')
 
 def gauss(*s): return lambda n, g: torch.randn(n, *s, generator=g, dtype=f64)
 def linear2(p, x): return p['U'] @ (p['V'].T @ x)
