@@ -161,6 +161,7 @@ def capture_calls(
         for h in hs: h.remove()
     return calls
 
+# %% ../nbs/07_adapters.ipynb #c0a11503
 def _hf_call(m:nn.Module, seq_len:int):
     "The `Call` of a transformers block as its own model calls it, from a model of one layer (or up to the block's) built from its config"
     try: import transformers
@@ -461,6 +462,7 @@ def _check_eval(m:nn.Module, name:str='module'):
             f"`{name}` is in training mode with dropout {p} in {n or type(s).__name__!r}: the laws are those of the deterministic map; "
             f"call {name}.eval() first")
 
+# %% ../nbs/07_adapters.ipynb #c0a11520
 _SHAPE_META = ('heads', 'kv_heads', 'head_dim', 'd', 'd_ff', 'shared_d_ff', 'rope_theta')   # what a twin changes
 
 def _twin(m:nn.Module):
@@ -492,6 +494,9 @@ def _count_check(a:'Adapted', seq_len:int, causal, count_max_D:int):
     Dt = sum(p.numel() for p in b.params.values())
     return f"{why}; its twin of D = {Dt} (same configuration, smallest widths) counts {b.checks['count'].n_laws} = its stated count"
 
+_COUNTED = {}   # (class, configuration read, parameter shapes, T) -> LawCount: the count is generic in θ, so a model's
+                # layers of one configuration (and a monitor built again on the same model) are counted once per process
+
 def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict:
     "Check what `a` states: `a.f` is the module's forward, the laws hold, the engine counts `expected`; NotStated naming what disagreed"
     name, checks = type(a.module).__name__, {}
@@ -508,13 +513,16 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
                                                    f"{k.max_rel:.1e} (tolerance {law_tol():.1e})")
     D = sum(p.numel() for p in a.params.values())
     if D > count_max_D: checks['count'] = _count_check(a, seq_len, causal, count_max_D); return checks
-    c = count_laws(a.f, a.params, a.inputs, progress=False); checks['count'] = c
+    key = (type(a.module).__qualname__, repr(sorted(a.meta.items())), tuple((n, tuple(p.shape)) for n, p in a.params.items()), seq_len)
+    c = _COUNTED.get(key) or count_laws(a.f, a.params, a.inputs, progress=False); checks['count'] = c
+    if c.status == 'ok': _COUNTED[key] = c
     if c.status != 'ok': raise NotStated(f"{name}: the engine's count is ambiguous ({c.reason}): the {a.expected} laws adapt states "
                                          "cannot be confirmed")
     if c.n_laws != a.expected: raise NotStated(f"{name}: adapt states {a.expected} independent laws, the engine counts {c.n_laws} "
                                                f"(gap {c.gap:.1e}): the stated theory does not fit this configuration")
     return checks
 
+# %% ../nbs/07_adapters.ipynb #c0a11521
 def adapt(
     module:nn.Module,    # one block: see `_READERS` for what is supported
     seq_len:int=4,       # T, the length of the sequences an attention block is evaluated on

@@ -205,6 +205,7 @@ class Blocks(list):
         s = '\n'.join(f"  {p}: {type(a.module).__name__} {a.family}, {a.meta.get('theory', 'stated')}, expected {a.expected}" for p, a in self)
         return f"{len(self)} blocks\n{s}" + (f"\nskipped:\n" + '\n'.join(f"  {p}: {r}" for p, r in self.skipped) if self.skipped else '')
 
+# %% ../nbs/11_discovery.ipynb #d1b10005
 def _read(m, kind, call, seq_len, check, count_max_D):
     "adapt (stated laws, checked), else adapt_found; the Adapted and why the stated theory was not used"
     if _reader(m) is not None:
