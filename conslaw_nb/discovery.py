@@ -111,7 +111,7 @@ def compare_laws(
 import copy, warnings
 from torch import nn
 from .core import law_tol, exact_ops
-from .adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, _hf_call, _reference, _copy,
+from .adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, _FOUND, _hf_call, _reference, _copy,
                                  _check_eval, _bufs, _gauss, _experts_impl, _reader, _probe_dtype)
 
 # %% ../nbs/11_discovery.ipynb #d1b10002
@@ -155,6 +155,8 @@ def adapt_found(
     with torch.no_grad(), exact_ops(torch.float64):
         X = inputs(2, torch.Generator().manual_seed(12345))
         rel = max(((f(params, x) - (y := ref(x))).norm() / y.norm().clamp_min(1e-300)).item() for x in X)
+    if not rel <= FORWARD_TOL: raise ValueError(f"{name}: its model `f` is not the module's own forward as its model calls it "
+                                                f"(relative difference {rel:.1e}, tolerance {FORWARD_TOL:g})")
     c = count_laws(f, params, inputs, seed=seed, progress=False)
     if c.status != 'ok': raise ValueError(f"{name}: the engine's count is ambiguous ({c.reason}): nothing is stated")
     L = find_laws(f, params, inputs, seed=seed, count=False) if c.n_laws else None
@@ -207,14 +209,14 @@ class Blocks(list):
 
 # %% ../nbs/11_discovery.ipynb #d1b10005
 def _read(m, kind, call, seq_len, check, count_max_D):
-    "adapt (stated laws, checked), else adapt_found; the Adapted and why the stated theory was not used"
+    "adapt (stated laws, checked), else adapt_found, with `meta['stated']` saying why the stated theory was not used"
     if _reader(m) is not None:
-        try: return adapt(m, seq_len, check=check, count_max_D=count_max_D, call=call), None
-        except NotStated as e: why = str(e).split('; `conslaw_nb.discovery')[0]
+        try: return adapt(m, seq_len, check=check, count_max_D=count_max_D, call=call)
+        except NotStated as e: why = str(e).replace(_FOUND, '')
     else: why = f'{type(m).__name__}: no stated theory for this layout'
     a = adapt_found(m, seq_len, kind, call, count_max_D)
     a.meta['stated'] = why
-    return a, why
+    return a
 
 def law_blocks(
     model:nn.Module,     # any model: ours, plain torch or transformers (DDP-wrapped ones are unwrapped)
@@ -237,7 +239,7 @@ def law_blocks(
         for path, kind, m in found:
             call = Call(d=model.config.hidden_size) if isinstance(m, _Chain) else calls.get(path)
             if call is None: skipped.append((path, f'{type(m).__name__}: the forward on the example batch never called it')); continue
-            try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D)[0]))
+            try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D)))
             except ValueError as e: skipped.append((path, str(e)))
     else:
         taken = []
