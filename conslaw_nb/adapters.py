@@ -254,8 +254,8 @@ def _gain_offset(norm:nn.Module, n:int)->float:
     with torch.no_grad(), exact_ops(torch.float64): y = functional_call(r, zero, (torch.ones(1, n, dtype=torch.float64),))
     return float(y.abs().max() > .5)
 
-def _reference(m:nn.Module, call:Call):
-    "x -> the module's own forward, on a float64 copy of it, called as `call` says: what `a.f` must equal"
+def _reference(m:nn.Module, call:Callable):
+    "x -> the module's own forward, on a float64 copy of it, called as `call(module, state, x)` says: what `a.f` must equal"
     r = copy.deepcopy(m).double()
     for s in r.modules():                                      # transformers' own expert loop (grouped_mm has no float64)
         if hasattr(c := getattr(s, 'config', None), '_experts_implementation'): c._experts_implementation = 'eager'
@@ -264,6 +264,12 @@ def _reference(m:nn.Module, call:Call):
         with torch.no_grad(), exact_ops(torch.float64): return call(r, st, x)
     return ref
 
+def _forward_gap(f:Callable, params:dict, ref:Callable, X:Tensor)->float:
+    "Largest relative difference of the model `f` from the module's own forward `ref` over the inputs `X`"
+    with torch.no_grad(), exact_ops(torch.float64):
+        return max(((f(params, x) - (y := ref(x))).norm() / y.norm().clamp_min(1e-300)).item() for x in X)
+
+# %% ../nbs/07_adapters.ipynb #c0a11530
 def _hf_attention(m, T, causal, call=None):
     cfg, name = m.config, type(m).__name__
     if 'position_embeddings' not in inspect.signature(m.forward).parameters:
@@ -315,9 +321,7 @@ def _ours_attention(m, T, causal, call=None):
     def view(P): return {'q': P['q_proj.weight'], 'k': P['k_proj.weight'], 'v': P['v_proj.weight'], 'o': P['o_proj.weight'], 'bq': None, 'bk': None, 'bv': None}
     pairs = m.rope_pairs if m.rope else 'half'
     meta = dict(heads=m.num_heads, kv_heads=m.num_key_value_heads, head_dim=m.head_dim, rope=m.rope, pairs=pairs if m.rope else None, causal=causal)
-    r = copy.deepcopy(m).double()
-    def ref(x):
-        with torch.no_grad(), exact_ops(torch.float64): return r(x)
+    ref = _reference(m, lambda mod, st, x: functional_call(mod, st, (x,)))
     return (f, view, m.num_heads, m.num_key_value_heads, m.head_dim, m.v_head_dim, m.rope, None, False, meta, pairs, 0.,
             ref if causal == m.is_causal else None)        # another mask than the module's: no forward of its own to compare with
 
@@ -340,10 +344,7 @@ def _torch_attention(m, T, causal, call=None):
         bq, bk, bv = P['in_proj_bias'].chunk(3) if 'in_proj_bias' in P else (None,)*3
         return dict(q=q, k=k, v=v, o=P['out_proj.weight'], bq=bq, bk=bk, bv=bv)
     meta = dict(heads=H, kv_heads=H, head_dim=E//H, rope=False, causal=causal, biases=m.in_proj_bias is not None)
-    r = copy.deepcopy(m).double()
-    def ref(x):
-        with torch.no_grad(): return call(r, dict(r.named_parameters()), x)
-    return f, view, H, H, E//H, E//H, False, None, m.in_proj_bias is not None, meta, 'half', 0., ref
+    return f, view, H, H, E//H, E//H, False, None, m.in_proj_bias is not None, meta, 'half', 0., _reference(m, call)
 
 def _is_hf_attention(m):
     return all(isinstance(getattr(m, n, None), nn.Linear) for n in ('q_proj', 'k_proj', 'v_proj', 'o_proj')) and hasattr(m, 'config') and hasattr(m, 'head_dim')
@@ -428,11 +429,8 @@ def _moe(m, T, causal, call=None):
         return {'router_norm': W.pow(2).sum(1)[:, None], 'down_norm': A.pow(2).sum(1).reshape(-1, 1)}
     k_eff = None if k is None or k >= E else k
     expected = (E*d1 + d if not norm else moe_measured_theory(d, d1, E, k_eff, gate)) + d1s
-    if ours:
-        r = copy.deepcopy(m).double()
-        def ref(x):
-            with torch.no_grad(), exact_ops(torch.float64): return r(x).reshape(-1)
-    else: ref = _reference(m, Call())                          # transformers' own expert loop, not the batched one f runs
+    ref = _reference(m, (lambda mod, st, x: functional_call(mod, st, (x,)).reshape(-1)) if ours   # (transformers: its own
+                     else Call())                                                               # expert loop, not batched_mm)
     return dict(family='moe', f=f, inputs=_gauss(d), laws=h, rows=rows, controls=controls, expected=expected, ref=ref,
                 meta=dict(d=d, d_ff=d1, experts=E, top_k=k, norm_topk=norm, gate=gate, shared_d_ff=d1s))
 
@@ -503,9 +501,7 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
     X = a.inputs(3, torch.Generator().manual_seed(12345))
     if ref is None: checks['forward'] = 'not run: another mask than the module\'s own'
     else:
-        with torch.no_grad(), exact_ops(torch.float64):
-            rel = max(((a.f(a.params, x) - (y := ref(x))).norm() / y.norm().clamp_min(1e-300)).item() for x in X)
-        checks['forward'] = rel
+        rel = checks['forward'] = _forward_gap(a.f, a.params, ref, X)
         if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
                                                    f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
     k = check_laws(a.laws, a.f, a.params, a.inputs); checks['laws'] = k.max_rel

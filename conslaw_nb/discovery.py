@@ -112,7 +112,7 @@ import copy, warnings
 from torch import nn
 from .core import law_tol, exact_ops
 from .adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, _FOUND, _hf_call, _reference, _copy,
-                                 _check_eval, _bufs, _gauss, _experts_impl, _reader, _probe_dtype)
+                                 _check_eval, _bufs, _gauss, _experts_impl, _reader, _probe_dtype, _forward_gap)
 
 # %% ../nbs/11_discovery.ipynb #d1b10002
 def _kind_of(name:str, m:nn.Module):
@@ -152,9 +152,7 @@ def adapt_found(
     inputs = _gauss(call.d) if call.T is None else _gauss(call.T, call.d)
     _probe_dtype(Adapted(kind, module, f, params, inputs, None, 0))    # a float32 cast inside: refused by name
     ref = _reference(module, call)
-    with torch.no_grad(), exact_ops(torch.float64):
-        X = inputs(2, torch.Generator().manual_seed(12345))
-        rel = max(((f(params, x) - (y := ref(x))).norm() / y.norm().clamp_min(1e-300)).item() for x in X)
+    rel = _forward_gap(f, params, ref, inputs(2, torch.Generator().manual_seed(12345)))
     if not rel <= FORWARD_TOL: raise ValueError(f"{name}: its model `f` is not the module's own forward as its model calls it "
                                                 f"(relative difference {rel:.1e}, tolerance {FORWARD_TOL:g})")
     c = count_laws(f, params, inputs, seed=seed, progress=False)
