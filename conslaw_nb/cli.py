@@ -224,14 +224,34 @@ def _add_sweep(sub):
     s.set_defaults(func=cmd_sweep)
 
 # %% ../nbs/21_cli.ipynb #b713554d
+def _size(s:str)->tuple:
+    "argparse type: SIZE=N, N an integer >= 1"
+    k, eq, v = s.partition('=')
+    if not (eq and k.strip().isidentifier() and v.strip().isdigit() and int(v) >= 1):
+        raise argparse.ArgumentTypeError(f"expected SIZE=N with N an integer >= 1, e.g. r=5, got {s!r}")
+    return k.strip(), int(v)
+
+def _atlas_at(args, dev)->int:
+    "`--at`: the laws of one block at the sizes given, by its formula inside the formula's domain, by the engine outside it"
+    if not args.block or len(args.block) != 1: raise ValueError("--at needs exactly one --block NAME, e.g. --block mla --at H=1 r=5 dk=1 d=2")
+    b, at = A.ATLAS[args.block[0]], dict(args.at)
+    if len(at) != len(args.at) or set(at) != set(b.names):
+        raise ValueError(f"--at must give each size of {b.name} once: {' '.join(n + '=N' for n in b.names)}; got {' '.join(f'{k}={v}' for k, v in args.at)}")
+    print(A.atlas_count(b, at, seeds=tuple(range(args.seeds)), max_params=args.max_params, device=dev))
+    return 0
+
+# %% ../nbs/21_cli.ipynb #f0eb65a0
 def cmd_atlas(args)->int:
-    "Compute the atlas rows asked for and print their summary table"
-    names = list(A.ATLAS) if args.all else args.block or A.QUICK
+    "Compute the atlas rows asked for and print their summary table, or (`--at`) the laws of one block at given sizes"
     dev = None if args.device is None else torch.device(args.device)
+    if args.at is not None: return _atlas_at(args, dev)
+    names = list(A.ATLAS) if args.all else args.block or A.QUICK
     rows = A.atlas(names, seeds=tuple(range(args.seeds)), device=dev)
     print(A.format_atlas(rows))
     bad = [r.block.name for r in rows if r.fit.verdict != 'confirmed']
     if bad: print(f"formulas not confirmed: {', '.join(bad)}", file=sys.stderr)
+    moved = [r.block.name for r in rows if r.domain_as_stated is False]
+    if moved: print(f"domains found differ from the atlas page's: {', '.join(moved)}", file=sys.stderr)
     return 0
 
 def _add_atlas(sub):
@@ -240,6 +260,9 @@ def _add_atlas(sub):
     which.add_argument('--block', nargs='+', choices=list(A.ATLAS), metavar='NAME',
                        help=f"blocks to compute (default the quick set: {', '.join(A.QUICK)}); any of {', '.join(A.ATLAS)}")
     which.add_argument('--all', action='store_true', help='every block of the atlas (a few minutes on one core)')
+    a.add_argument('--at', nargs='+', type=_size, metavar='SIZE=N', help="one block's laws at these sizes (all of them, e.g. "
+                   "--block mla --at H=1 r=5 dk=1 d=2): the formula's count inside its domain, the engine's outside it")
+    a.add_argument('--max-params', type=_at_least(1), default=5000, help='with --at: the most parameters the engine counts (default 5000)')
     a.add_argument('--seeds', type=_at_least(1), default=2, help='random points θ per size (default 2)')
     a.add_argument('--device', type=_device, default=None, help='cpu, cuda, cuda:1 ... (default cpu)')
     a.set_defaults(func=cmd_atlas)

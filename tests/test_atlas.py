@@ -153,7 +153,7 @@ def test_models_match_references():
 
 def test_quick_row_and_cli(capsys):
     r = A.atlas_row('geglu')
-    assert r.fit.verdict == 'confirmed' and r.theory_holds and r.laws_complete
+    assert r.fit.verdict == 'confirmed' and r.theory_holds and r.laws_complete and r.domain_as_stated
     assert r.drift.law < r.drift.control and r.drift.law_ratio > 3 > r.drift.control_ratio
     table = A.format_atlas([r])
     assert 'geglu' in table and 'confirmed' in table and '‖A[:, i]‖² − ‖C[i, :]‖²' in table
@@ -162,4 +162,85 @@ def test_quick_row_and_cli(capsys):
     with pytest.raises(ValueError, match="`block` must be one of"): A.atlas(['geglu', 'nope'])
     assert cli.main(['atlas', '--block', 'diag-ssm']) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith('block') and 'diag-ssm' in out and ' n ' in out
+    assert out.splitlines()[0].startswith('block') and 'diag-ssm' in out and ' n ' in out and 'everywhere on the grid' in out
+
+# ------------------------------------------------------------------ where a formula holds (issue 40 item 3)
+def test_separation_recovers_known_inequalities():
+    "Synthetic hits and misses: the search returns the inequalities that made them, and says so when none can"
+    P = torch.tensor(list(itertools.product(range(1, 7), [1, 2, 3], [1, 2, 3]))).numpy()    # (a, b, c)
+    inside = (P[:, 0] <= 2*P[:, 1]) & (P[:, 2] >= 2)
+    ineq, alts, why = A._separate(A._candidates(('a', 'b', 'c'), P, inside, ~inside), ~inside, 3)
+    assert (set(ineq), alts, why) == ({'a <= 2*b', 'c >= 2'}, [], '')
+    odd = P[:, 0] % 2 == 1                                                    # parity is no inequality
+    assert A._separate(A._candidates(('a', 'b', 'c'), P, odd, ~odd), ~odd, 2)[0] is None
+
+def test_domain_with_given_counts(monkeypatch):
+    "The engine replaced by a known rule (r(r+1)/2 while r <= n + m, one less past it): the domain is that inequality"
+    fake_engine(monkeypatch, lambda s, seed: s['r']*(s['r'] + 1)//2 - (s['r'] > s['n'] + s['m']))
+    def build(n, r, m):
+        g, shapes, si = sized_build(); g.sizes = dict(n=n, r=r, m=m); return g, shapes, si
+    dom = A.formula_domain(build, 'r*(r + 1)/2', {'n': [1, 2, 3], 'r': [1, 2, 3, 4, 5, 6, 7], 'm': [1, 2]})
+    assert (dom.inequalities, dom.alternatives) == (('r <= n + m',), [])
+    c = dom.counterexample
+    assert (c['sizes'], c['counts'], c['predicted']) == ({'n': 1, 'r': 3, 'm': 1}, [5, 5], 6)
+    assert dom.contains(n=9, r=10, m=1) and not dom.contains(n=1, r=10, m=1) and dom.failing(n=1, r=3, m=1) == ['r <= n + m']
+    with pytest.raises(ValueError, match=r"needs the sizes \['m'\]"): dom.contains(n=1, r=2)
+    fake_engine(monkeypatch, lambda s, seed: s['r']*(s['r'] + 1)//2 + (s['r'] % 2 == 0 and s['r'] > 2))   # no inequality: say so
+    dom = A.formula_domain(build, 'r*(r + 1)/2', {'n': [1], 'r': [1, 2, 3, 4, 5, 6], 'm': [1]})
+    assert dom.inequalities is None and 'no one or two inequalities' in dom.reason and str(dom) == 'unknown'
+
+DOMAIN_BAD = [([], 'r', 'must be a dict'), ({'r': [1]}, 'r', 'has 1 point'), ({'r': [0, 1]}, 'r', 'integers >= 1'),
+              ([{'r': [1, 2]}, {'n': [1]}], 'r', 'the same sizes'), ({'r': [1, 2]}, 'r*n', "sizes ['n']"),
+              ({'r': [1, 2]}, 'r <=', 'does not parse'), ({'r': [1, 2]}, 3, 'must be a CountFormula'),
+              ({'w': [1, 2], 'r': [1, 2]}, 'r', 'cannot take the sizes')]
+
+@pytest.mark.parametrize('grid,formula,msg', DOMAIN_BAD, ids=[m for _, _, m in DOMAIN_BAD])
+def test_domain_bad_input_before_any_count(grid, formula, msg, monkeypatch):
+    monkeypatch.setattr(A, 'count_laws', lambda *a, **k: (_ for _ in ()).throw(HeavyWork('counted before checking')))
+    with pytest.raises((ValueError, TypeError)) as e: A.formula_domain(lambda r: swiglu_build(1, r), formula, grid)
+    assert msg in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match=r"add \['d1'\] to it"):
+        A.infer_count_formula(swiglu_build, {'d': [1, 2], 'd1': [1, 2, 3]}, domain={'d': [1, 2]})
+
+def plain_mla(p, X):
+    "Multi-head latent attention in plain torch, head by head: keys and values of every head read the latent X Wc"
+    c, out = X @ p['Wc'], 0
+    for h in range(p['Q'].shape[0]):
+        q, k, v = X @ p['Q'][h], c @ p['Uk'][h], c @ p['Uv'][h]
+        out = out + torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1) @ v @ p['O'][h].T
+    return out
+
+def mla_count(H, r, dk, d):
+    "The engine's count on `plain_mla`, at two random points that must agree"
+    shapes = {'Q': (H, d, dk), 'Wc': (d, r), 'Uk': (H, r, dk), 'Uv': (H, r, dk), 'O': (H, d, dk)}
+    cs = {A.count_laws(plain_mla, random_params(shapes, torch.Generator().manual_seed(s)), gaussian_inputs(3, d), seed=s).n_laws
+          for s in (0, 1)}
+    assert len(cs) == 1 and None not in cs, cs
+    return cs.pop()
+
+def test_mla_domain_found_and_true():
+    "The search finds MLA's latent boundary; a forward written here counts as the formula inside it and differently outside"
+    formula = A.ATLAS['mla'].theory_expr
+    dom = A.formula_domain(A.ATLAS['mla'].build, formula, {'H': [1], 'r': [3, 4, 5], 'dk': [1], 'd': [1, 2]})
+    assert dom.inequalities == ('r <= d + 2',), dom                  # H = dk = 1 here: d + 2*H*dk, as the atlas states
+    assert A.ATLAS['mla'].domain == ('r <= d + 2*H*dk',)
+    value = lambda **s: int(formula.subs(A._syms(s)))
+    for s in [dict(H=1, r=4, dk=1, d=2), dict(H=2, r=6, dk=1, d=2)]:                       # inside
+        assert A.atlas_count('mla', s).source == 'formula' and mla_count(**s) == value(**s) == A.atlas_count('mla', s).count
+    for s, n in [(dict(H=1, r=5, dk=1, d=2), 16), (dict(H=2, r=7, dk=1, d=2), 31)]:       # outside: the issue's case first
+        c = A.atlas_count('mla', s)
+        assert (c.source, c.broken, c.count) == ('engine', ['r <= d + 2*H*dk'], mla_count(**s)) and n == c.count != value(**s)
+
+def test_cli_refuses_formula_outside_its_domain(capsys):
+    assert cli.main(['atlas', '--block', 'mla', '--at', 'H=1', 'r=5', 'dk=1', 'd=2']) == 0
+    out = capsys.readouterr().out
+    assert "outside the formula's domain (r <= d + 2*H*dk fails)" in out and 'the engine counts 16 laws' in out and '17' not in out
+    assert cli.main(['atlas', '--block', 'mla', '--at', 'H=1', 'r=4', 'dk=1', 'd=2']) == 0
+    assert '12 laws, by the formula' in capsys.readouterr().out
+    assert cli.main(['atlas', '--block', 'mla', '--at', 'H=1', 'r=5', 'dk=1', 'd=2', '--max-params', '10']) == 0
+    out = capsys.readouterr().out
+    assert 'too big to count here, no count' in out and '17' not in out and '16' not in out
+    assert cli.main(['atlas', '--block', 'mla', '--at', 'H=1', 'r=5']) == 2
+    assert '--at must give each size of mla once: H=N r=N dk=N d=N' in capsys.readouterr().err
+    assert cli.main(['atlas', '--block', 'mla', 'gqa', '--at', 'H=1']) == 2
+    assert '--at needs exactly one --block' in capsys.readouterr().err

@@ -117,6 +117,11 @@ ATLAS = [(['atlas', *a], arg, fix) for a, arg, fix in [
     (['--seeds', 'two'], '--seeds', 'int'),
     (['--device', 'tpu'], '--device', 'cpu'),
     (['--device', CUDA_99], '--device', 'cpu'),
+    (['--at', 'r=5'], '--at', 'exactly one --block'),
+    (['--block', 'mla', '--at', 'r=0'], '--at', 'SIZE=N'),
+    (['--block', 'mla', '--at', 'H=1', 'r=5'], '--at', 'each size of mla'),
+    (['--block', 'mla', '--at', 'H=1', 'r=5', 'r=6', 'dk=1', 'd=2'], '--at', 'each size of mla once'),
+    (['--block', 'mla', '--at', 'H=1', 'r=5', 'dk=1', 'd=2', '--max-params', '0'], '--max-params', '>= 1'),
 ]]
 CATALOGUE = VERIFY + DEMO + TRAIN + SWEEP + ATLAS
 
@@ -137,7 +142,7 @@ def folder(tmp_path):
 def no_heavy_work(monkeypatch):
     "Data loading, model building, training, the engine's verification, the demo and the atlas all raise `HeavyWork`"
     for mod, name in [(training, '_dataset'), (training, '_model'), (cli, 'train'), (sweeps, 'train'), (cli.V, 'verify'),
-                      (cli, 'demo_run'), (cli.A, 'atlas')]:
+                      (cli, 'demo_run'), (cli.A, 'atlas'), (cli.A, 'atlas_count')]:
         monkeypatch.setattr(mod, name, _heavy)
 
 def fill(argv, d): return [a.replace('{d}', str(d)) for a in argv]
