@@ -176,10 +176,34 @@ class ExactOps(TorchFunctionMode):
         return func(*args, **kwargs)
 
 # %% ../nbs/00_core.ipynb #8239657d
+class _NoCtx:
+    "The `ctx` a custom autograd.Function's forward is run with when its own backward is bypassed: saving is a no-op"
+    needs_input_grad = ()
+    def save_for_backward(self, *a): pass
+    def mark_non_differentiable(self, *a): pass
+    def mark_dirty(self, *a): pass
+    def set_materialize_grads(self, v): pass
+
+_APPLY = torch.autograd.Function.__dict__['apply']
+
+def _forward_apply(cls, *args, **kwargs):
+    "`Function.apply` for functions torch.func cannot transform (no `setup_context`): differentiate through their forward"
+    if cls.setup_context is torch.autograd.function._SingleLevelFunction.setup_context and cls.__module__.split('.')[0] != 'torch':
+        return cls.forward(_NoCtx(), *args, **kwargs)
+    return _APPLY.__func__(cls, *args, **kwargs)
+
+@contextlib.contextmanager
+def _functions_by_forward():
+    "While active, custom autograd.Functions without `setup_context` (BLOOM's GELU) run as their forward's primitives"
+    torch.autograd.Function.apply = classmethod(_forward_apply)
+    try: yield
+    finally: torch.autograd.Function.apply = _APPLY
+
 @contextlib.contextmanager
 def exact_ops(dtype=torch.float64):
-    "Context in which models run with `ExactOps` and on the math attention backend (the only one with forward-mode AD)"
-    with ExactOps(dtype), sdpa_kernel([SDPBackend.MATH]): yield
+    """Context in which models run with `ExactOps`, on the math attention backend (the only one with forward-mode AD), and
+    custom autograd.Functions without torch.func support differentiated through their forward (their own backward is bypassed)"""
+    with ExactOps(dtype), sdpa_kernel([SDPBackend.MATH]), _functions_by_forward(): yield
 
 # %% ../nbs/00_core.ipynb #50f48f3a
 _META = ("parameters on the meta device hold no values: initialise/load them first, "

@@ -108,24 +108,34 @@ def compare_laws(
     return LawMatch(na, nb, nu, all(r[0] == r[1] == r[2] for r in res))
 
 # %% ../nbs/11_discovery.ipynb #d1b10001
-import copy, warnings
+import copy, dataclasses, warnings
 from torch import nn
 from .core import law_tol, exact_ops
 from .adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, _FOUND, _hf_call, _reference, _copy,
                                  _check_eval, _bufs, _gauss, _experts_impl, _reader, _probe_dtype, _forward_gap)
 
 # %% ../nbs/11_discovery.ipynb #d1b10002
+_SEQUENCE = ('attention', 'mixer')   # kinds of block evaluated on whole sequences; 'mlp' blocks go token by token
+
 def _kind_of(name:str, m:nn.Module):
-    "'attention', 'mlp' or None, from a layer's child name and class"
+    "'attention', 'mlp', 'mixer' (a state-space sequence mixer, Mamba's) or None, from a layer's child name and class"
     cls = type(m).__name__
+    if isinstance(m, nn.Linear): return None
     if name in ('attn', 'self_attn', 'attention', 'self_attention') or cls.endswith(('Attention', 'Attn')): return 'attention'
-    if name in ('mlp', 'feed_forward', 'ffn', 'block_sparse_moe', 'moe') or cls.endswith(('MLP', 'MoE', 'Moe', 'SparseMoeBlock', 'FeedForward')):
+    if name in ('mlp', 'feed_forward', 'ffn', 'block_sparse_moe', 'moe') or cls.endswith(('MLP', 'MoE', 'Moe', 'SparseMoeBlock', 'FeedForward', 'LayerFF')):
         return 'mlp'
+    if name == 'mixer' or cls.endswith('Mixer'): return 'mixer'
+
+def _token_call(call:Call, name:str)->Call:
+    "A sequence call as a token-by-token one: each data argument taken per token, as the hidden states are"
+    if any(s != call.shape for _, s, _ in call.data): raise ValueError(
+        f"{name} is evaluated token by token, but it is called with data arguments not shaped like its hidden states: pass kind='attention'")
+    return dataclasses.replace(call, T=None, data=tuple((w, (call.d,), a) for w, _, a in call.data))
 
 def adapt_found(
     module:nn.Module,    # any block
     seq_len:int=4,       # T for a sequence block (attention)
-    kind:str=None,       # 'attention' (sequences) or 'mlp' (token by token); None: from the class name
+    kind:str=None,       # 'attention' or 'mixer' (sequences), 'mlp' (token by token); None: from the class name
     call:Call=None,      # how its model calls it (`capture_calls`); None: a transformers block's own model, or hidden states alone
     count_max_D:int=COUNT_MAX_D,  # largest D counted (the count is what `expected` states)
     seed:int=0,
@@ -134,22 +144,22 @@ def adapt_found(
     if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
     name = type(module).__name__
     kind = kind or _kind_of('', module) or 'mlp'
-    if kind not in ('attention', 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mlp' or None, got {kind!r}")
+    if kind not in (*_SEQUENCE, 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mixer', 'mlp' or None, got {kind!r}")
     params = _copy(module); _check_eval(module)
     D = sum(p.numel() for p in params.values())
     if D > count_max_D: raise ValueError(f"{name}: D = {D} parameters is past count_max_D = {count_max_D}: the engine's count, which is what "
                                          "adapt_found states, would take long; pass a larger count_max_D to count it anyway")
     if call is None:
-        call = _hf_call(module, seq_len) if kind == 'attention' else None
+        call = _hf_call(module, seq_len) if kind in _SEQUENCE else None
         if call is None:
             lin = next((s for s in module.modules() if isinstance(s, nn.Linear)), None)
             if lin is None: raise ValueError(f"{name}: cannot tell the width of its input; pass `call=Call(T=..., d=...)`")
-            call = Call(T=seq_len if kind == 'attention' else None, d=lin.in_features)
-        elif kind == 'mlp': call = Call(call.rest, call.kwargs, None, call.d)
+            call = Call(T=seq_len if kind in _SEQUENCE else None, d=lin.in_features)
+    if kind == 'mlp' and call.T is not None: call = _token_call(call, name)
     bufs = _bufs(module)
     def f(p, x):
         with _experts_impl(module): return call(module, {**bufs, **p}, x)
-    inputs = _gauss(call.d) if call.T is None else _gauss(call.T, call.d)
+    inputs = call.inputs()                                          # hidden states, and the data arguments beside them
     _probe_dtype(Adapted(kind, module, f, params, inputs, None, 0))    # a float32 cast inside: refused by name
     ref = _reference(module, call)
     rel = _forward_gap(f, params, ref, inputs(2, torch.Generator().manual_seed(12345)))
@@ -177,32 +187,71 @@ class _Chain(nn.Module):
     def __init__(self, intermediate, output): super().__init__(); self.intermediate, self.output = intermediate, output
     def forward(self, x): return self.output(self.intermediate(x), x)
 
+_ACT_NAMES = ('activation_fn', 'activation', 'act_fn', 'act')
+
+class _Loose(nn.Module):
+    "An MLP whose two Linear layers sit loose in its layer (OPT, BART: fc1, activation_fn, fc2; ALBERT: ffn, activation, ffn_output)"
+    def __init__(self, names:tuple, up:nn.Linear, act, down:nn.Linear):
+        super().__init__(); self.names, self.act = names, act
+        self.add_module(names[0], up); self.add_module(names[1], down)
+    def forward(self, x): return getattr(self, self.names[1])(self.act(getattr(self, self.names[0])(x)))
+
+def _block_name(m:nn.Module)->str:
+    "A block's class, or what law_blocks built it from (BERT's intermediate+output, a loose fc1 -> fc2 pair)"
+    if isinstance(m, _Chain): return 'intermediate+output'
+    if isinstance(m, _Loose): return f"{m.names[0]}+{m.names[1]} (loose MLP)"
+    return type(m).__name__
+
+def _loose_mlp(layer:nn.Module, kids:dict):
+    "The MLP formed by a layer's two loose Linear children (d -> d_ff -> d) and its activation: (names, _Loose), or (names, why not)"
+    lin = [(k, c) for k, c in kids.items() if isinstance(c, nn.Linear)]
+    if len(lin) != 2: return None, None
+    (n1, a), (n2, b) = lin
+    if not (a.out_features == b.in_features and a.in_features == b.out_features): return None, None
+    act = next((getattr(layer, n) for n in _ACT_NAMES if callable(getattr(layer, n, None))), None)
+    if act is None: return (n1, n2), (f"{type(a).__name__} pair {n1}, {n2} ({a.in_features} -> {a.out_features} -> {b.out_features}) sits "
+                                      f"loose in {type(layer).__name__} with no activation attribute ({', '.join(_ACT_NAMES)})")
+    return (n1, n2), _Loose((n1, n2), a, act, b)
+
+def _layer_blocks(layer:nn.Module, pre:str, blocks:list, other:list):
+    "Append the blocks of one layer at path `pre`: its children, a list of blocks or of sub-layers (T5, ALBERT), loose MLPs"
+    kids, mlp = dict(layer.named_children()), None                 # the MLP built from loose children goes after the attention
+    if 'intermediate' in kids and 'output' in kids and not _kind_of('intermediate', kids['intermediate']):
+        mlp = (pre, 'mlp', _Chain(kids.pop('intermediate'), kids.pop('output')))
+    names, loose = _loose_mlp(layer, kids)
+    if names:
+        for n in names: kids.pop(n)
+        if isinstance(loose, nn.Module): mlp = (pre, 'mlp', loose)
+        else: other.append((f'{pre}.{names[0]}+{names[1]}', loose))
+    for k, c in kids.items():
+        kind = _kind_of(k, c)
+        if kind: blocks.append((f'{pre}.{k}', kind, c))
+        elif isinstance(c, nn.ModuleList):                    # T5's `layer` (blocks), ALBERT's `albert_layers` (layers)
+            for j, e in enumerate(c):
+                kd = _kind_of('', e)
+                if kd: blocks.append((f'{pre}.{k}.{j}', kd, e))
+                else: _layer_blocks(e, f'{pre}.{k}.{j}', blocks, other)
+        elif any(True for _ in c.parameters()) and 'Norm' not in type(c).__name__ and 'norm' not in k:
+            other.append((f'{pre}.{k}', f'{type(c).__name__}: neither an attention, MLP/MoE nor mixer block'))
+    if mlp: blocks.append(mlp)
+
 def transformer_blocks(
     model:nn.Module,     # a transformers model (any module whose layers sit in an nn.ModuleList)
 )->tuple:                # ([(path, kind, module)], [(path, why it is not a block law_blocks reads)])
-    "Each layer's attention and MLP/MoE block, in order, and the layer children that are neither"
+    "Each layer's attention, MLP/MoE or mixer block, in order, and the layer children that are none of these"
     blocks, other, lists = [], [], []
     for path, ml in model.named_modules():
         if not isinstance(ml, nn.ModuleList) or any(path.startswith(l + '.') for l in lists): continue
         if not len(ml) or not all(any(next(c.parameters(), None) is not None for c in l.children()) for l in ml): continue   # not layers
         lists.append(path)
-        for i, layer in enumerate(ml):
-            kids, pre, chain = dict(layer.named_children()), f'{path}.{i}', None
-            if 'intermediate' in kids and 'output' in kids and not _kind_of('intermediate', kids['intermediate']):
-                chain = (pre, 'mlp', _Chain(kids.pop('intermediate'), kids.pop('output')))
-            for k, c in kids.items():
-                kind = _kind_of(k, c)
-                if kind: blocks.append((f'{pre}.{k}', kind, c))
-                elif any(True for _ in c.parameters()) and 'Norm' not in type(c).__name__ and 'norm' not in k:
-                    other.append((f'{pre}.{k}', f'{type(c).__name__}: neither an attention nor an MLP/MoE block'))
-            if chain: blocks.append(chain)
+        for i, layer in enumerate(ml): _layer_blocks(layer, f'{path}.{i}', blocks, other)
     return blocks, other
 
 class Blocks(list):
     "[(path, Adapted)] of `law_blocks`, with `.skipped`: [(path, reason)] of the blocks it could not read"
     def __init__(self, items=(), skipped=()): super().__init__(items); self.skipped = list(skipped)
     def __repr__(self):
-        s = '\n'.join(f"  {p}: {type(a.module).__name__} {a.family}, {a.meta.get('theory', 'stated')}, expected {a.expected}" for p, a in self)
+        s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated')}, expected {a.expected}" for p, a in self)
         return f"{len(self)} blocks\n{s}" + (f"\nskipped:\n" + '\n'.join(f"  {p}: {r}" for p, r in self.skipped) if self.skipped else '')
 
 # %% ../nbs/11_discovery.ipynb #d1b10005
@@ -216,29 +265,44 @@ def _read(m, kind, call, seq_len, check, count_max_D):
     a.meta['stated'] = why
     return a
 
+def _lost(path:str, m:nn.Module, cause:str, step:str)->tuple:
+    "(path, reason) of a block law_blocks could not read: its class, the cause, what is lost and the next step that works"
+    D, name = sum(p.numel() for p in m.parameters()), _block_name(m)
+    cause = cause.replace(f'{type(m).__name__}: ', '', 1) if cause.startswith(f'{type(m).__name__}: ') else cause
+    cause = f"{name}: {cause}"
+    return path, f"{cause}. Lost: the laws of its {D} parameters. Next: {step}"
+
+_STEP_CALL = ("write its forward as f(params, x), with the arguments its model passes it as part of x, and call "
+              "count_laws / find_laws on it")
+_STEP_READ = "read it alone with adapt_found(block, call=...) and the options named above, or count_laws on its forward"
+
 def law_blocks(
     model:nn.Module,     # any model: ours, plain torch or transformers (DDP-wrapped ones are unwrapped)
     seq_len:int=4,       # tokens of the example batch a transformers model is run on (and attention's T)
     check:bool=True,     # `adapt`'s checks on the stated laws (found laws are always checked)
     count_max_D:int=COUNT_MAX_D,  # largest block counted by the engine
 )->Blocks:               # [(module path, Adapted)], outermost first, and `.skipped`
-    "Every attention and MLP/MoE block of `model`, with laws that were checked for its configuration"
+    "Every attention, MLP/MoE and mixer block of `model`, with laws that were checked for its configuration"
     if not isinstance(model, nn.Module): raise TypeError(f"`model` must be an nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.parallel.DistributedDataParallel): model = model.module
     _check_eval(model, 'model')
     if _reader(model) is not None: return Blocks([('', adapt(model, seq_len, check=check, count_max_D=count_max_D))])
     out, skipped = [], []
     if hasattr(model, 'config') and hasattr(model, 'main_input_name'):      # transformers: read as its model calls it
-        found, skipped = transformer_blocks(model)
+        found, other = transformer_blocks(model)
+        mods = dict(model.named_modules())
+        skipped = [_lost(p, mods.get(p.split('+')[0], model), r, "count_laws / find_laws on a forward written for it") for p, r in other]
         copy64 = copy.deepcopy(model).double().eval()
-        mods = dict(copy64.named_modules())
-        paths = [p for p, _, m in found if p in mods and not isinstance(m, _Chain)]
-        calls = capture_calls(copy64, paths, seq_len, tokens=[p for p, k, _ in found if k == 'mlp'])
+        own = (_Chain, _Loose)                                          # built here from loose children: called token by token
+        paths = [p for p, _, m in found if not isinstance(m, own)]
+        calls = capture_calls(copy64, paths, seq_len, tokens=[p for p, k, m in found if k == 'mlp' and not isinstance(m, own)])
         for path, kind, m in found:
-            call = Call(d=model.config.hidden_size) if isinstance(m, _Chain) else calls.get(path)
-            if call is None: skipped.append((path, f'{type(m).__name__}: the forward on the example batch never called it')); continue
+            if isinstance(m, own): call = Call(d=(m.intermediate.dense if isinstance(m, _Chain) else getattr(m, m.names[0])).in_features)
+            else: call = calls.get(path)
+            if path in calls.refused: skipped.append(_lost(path, m, f"its call cannot be replayed: {calls.refused[path]}", _STEP_CALL)); continue
+            if call is None: skipped.append(_lost(path, m, "the forward on the example batch never called it", _STEP_CALL)); continue
             try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D)))
-            except ValueError as e: skipped.append((path, str(e)))
+            except ValueError as e: skipped.append(_lost(path, m, str(e), _STEP_READ))
     else:
         taken = []
         for name, m in model.named_modules():
@@ -265,6 +329,14 @@ TINY_CONFIGS = {  # model_type -> a one-layer config small enough to count every
     'deepseek_v3': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=2, intermediate_size=3, moe_intermediate_size=2,
                         n_routed_experts=3, num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, q_lora_rank=2,
                         kv_lora_rank=2, qk_rope_head_dim=2, qk_nope_head_dim=2, v_head_dim=2, n_shared_experts=1),
+    'opt': dict(hidden_size=4, num_attention_heads=2, ffn_dim=3, word_embed_proj_dim=4, max_position_embeddings=16),
+    'bloom': dict(hidden_size=4, n_head=2, n_layer=1),
+    'albert': dict(hidden_size=4, num_attention_heads=2, intermediate_size=3, embedding_size=4, max_position_embeddings=16),
+    'xlnet': dict(d_model=4, n_layer=1, n_head=2, d_inner=3),
+    'bart': dict(d_model=4, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=3,
+                 decoder_ffn_dim=3, max_position_embeddings=16),
+    't5': dict(d_model=4, d_kv=2, num_heads=2, d_ff=3, num_layers=1, num_decoder_layers=1),
+    'mamba': dict(hidden_size=4, state_size=2, expand=2, conv_kernel=2),
 }
 
 def tiny_transformer(

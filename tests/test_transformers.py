@@ -89,12 +89,14 @@ def test_unsupported_and_uninitialised():
 
 # ---- any transformers model, every answer checked -------------------------------------------------------------------
 
-@pytest.mark.parametrize('model_type', list(TINY_CONFIGS))
+FAMILIES_37 = ('opt', 'bloom', 'albert', 'xlnet', 'bart', 't5', 'mamba')   # read against independent forwards in test_families.py
+
+@pytest.mark.parametrize('model_type', [m for m in TINY_CONFIGS if m not in FAMILIES_37])
 def test_law_blocks_every_family(model_type):
     "each layer's attention and MLP/MoE block found, the count 'ok' and = expected, the laws stated or found hold"
     B = law_blocks(tiny_transformer(model_type))
-    assert B.skipped == [] and [a.family in ('attention', 'mlp', 'swiglu', 'moe') for _, a in B] == [True, True], (B, B.skipped)
-    assert B[0][1].family == 'attention'
+    assert B.skipped == [] and all(a.family in ('attention', 'mlp', 'swiglu', 'moe', 'mixer') for _, a in B), (B, B.skipped)
+    assert B[0][1].family in ('attention', 'mixer') and len(B) == {'bart': 5, 't5': 5, 'mamba': 1}.get(model_type, 2), B
     for path, a in B:
         c = a.checks['count']
         assert (c.status, c.n_laws) == ('ok', a.expected), (path, c)
@@ -150,9 +152,12 @@ def test_past_count_max_D_a_twin_is_counted():
     with pytest.raises(NotStated, match='twin'): adapt(relu)
 
 def test_law_blocks_lists_what_it_cannot_read():
-    "Mamba's mixer is neither attention nor MLP: listed with the reason and a warning, never dropped silently"
-    with pytest.warns(UserWarning, match='not read'): B = law_blocks(tiny_transformer('mamba', state_size=2, expand=2, hidden_size=4))
-    assert list(B) == [] and [p for p, _ in B.skipped] == ['layers.0.mixer'] and 'neither' in B.skipped[0][1]
+    "A layer child that is no block it reads (a lone Linear added to a Llama layer) is listed with the reason and a warning"
+    m = tiny_transformer('llama')
+    m.layers[0].extra = init_generic(nn.Linear(4, 4).double())
+    with pytest.warns(UserWarning, match='not read'): B = law_blocks(m)
+    assert [p for p, _ in B] == ['layers.0.self_attn', 'layers.0.mlp'] and [p for p, _ in B.skipped] == ['layers.0.extra']
+    assert 'neither' in B.skipped[0][1] and 'Lost: the laws of its 20 parameters' in B.skipped[0][1]
     gpt2 = init_generic(transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=4, n_head=2, n_layer=2, vocab_size=16, n_positions=8)).double())
     with pytest.raises(ValueError, match=r'model\.eval\(\)'): law_blocks(gpt2)          # dropout in training mode: refused up front
     assert [p for p, _ in law_blocks(gpt2.eval())] == ['transformer.h.0.attn', 'transformer.h.0.mlp', 'transformer.h.1.attn', 'transformer.h.1.mlp']
