@@ -200,7 +200,8 @@ def test_cli_train_transformers_config(tmp_path, capsys, monkeypatch):
 
 
 def test_monitor_on_qwen3_at_transformers_init_reports_no_garbage():
-    "Qwen3's q/k-norm gains start at 1, so its gain-pair laws start at 0: Eq. 10 has no relative error there (NaN), never 1e297"
+    """Qwen3's q/k-norm gains start at 1, so its gain-pair laws start at 0: Eq. 10 has no relative error there; the monitor divides
+    them by their matched scale instead (finite, never 1e297) and counts them in `eq10_zero`"""
     import math
     transformers = pytest.importorskip('transformers')
     from conslaw_nb.monitor import ConservationMonitor
@@ -213,8 +214,11 @@ def test_monitor_on_qwen3_at_transformers_init_reports_no_garbage():
         for p in model.parameters(): p.add_(1e-3*torch.randn_like(p))
     err = mon.errors()
     qk = [v for (kind, name), v in err.items() if kind == 'qk']
-    assert qk and all(math.isnan(v) for v in qk)
+    assert qk and all(math.isfinite(v) and v < 1 for v in qk)
     assert all(v < 1 for (kind, name), v in err.items() if kind == 'vo')
+    recs = mon.measure()
+    assert [r['eq10_zero'] for r in recs if r['kind'] == 'qk'] == [2]                     # the two gain-pair laws of the one layer
+    assert all(math.isfinite(v) for r in recs for v in r.values() if isinstance(v, float))
 
 # ---------------------------------------------------------------- many runs at once, the bound, fit.json's keys
 def test_train_many_matches_train_and_the_bound_holds():
