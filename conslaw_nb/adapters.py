@@ -396,6 +396,30 @@ def _hf_attention(m, T, causal, call=None):
     if offset: meta['qk_gain'] = '1 + w'
     return f, view, H, Hkv, dk, dv, True, qknorm, b('k_proj'), meta, pairs, offset, _reference(m, call)
 
+# %% ../nbs/07_adapters.ipynb #c0a11531
+def _is_gpt2_attention(m):
+    "GPT-2's self-attention: one fused Conv1D `c_attn` (in, 3·embed) for q, k, v and a Conv1D `c_proj`"
+    c = getattr(m, 'c_attn', None)
+    return (type(c).__name__ == 'Conv1D' and type(getattr(m, 'c_proj', None)).__name__ == 'Conv1D' and hasattr(m, 'num_heads')
+            and not getattr(m, 'is_cross_attention', False) and c.weight.shape[1] == 3*c.weight.shape[0])
+
+def _gpt2_attention(m, T, causal, call=None):
+    "GPT-2's fused attention as the paper's heads: Conv1D weights are (in, out), so q, k, v are column blocks of c_attn"
+    name, E, H = type(m).__name__, m.c_attn.weight.shape[0], m.num_heads
+    if causal is False: raise NotStated(f"{name} is causal in its model (its mask comes from the model): causal=False is another block")
+    if getattr(m, 'scale_attn_by_inverse_layer_idx', False) or getattr(m, 'reorder_and_upcast_attn', False): raise NotStated(
+        f"{name}: scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not in the layout adapt states")
+    call = call or _hf_call(m, T)
+    if call is None: raise NotStated(f"{name}: no model built from its config could show how it is called")
+    bufs = _bufs(m)
+    def f(p, x): return call(m, {**bufs, **p}, x)
+    def view(P):
+        W, b = P['c_attn.weight'], P['c_attn.bias']
+        return {'q': W[:, :E].T, 'k': W[:, E:2*E].T, 'v': W[:, 2*E:].T, 'o': P['c_proj.weight'].T,
+                'bq': b[:E], 'bk': b[E:2*E], 'bv': b[2*E:]}
+    meta = dict(heads=H, kv_heads=H, head_dim=E//H, rope=False, causal=True, biases=['c_attn', 'c_proj'], layout='fused c_attn (GPT-2)')
+    return f, view, H, H, E//H, E//H, False, None, True, meta, 'half', 0., _reference(m, call)
+
 # %% ../nbs/07_adapters.ipynb #51d9268f
 def _ours_attention(m, T, causal, call=None):
     causal = m.is_causal if causal is None else causal
@@ -438,7 +462,8 @@ def _is_hf_attention(m):
 
 # %% ../nbs/07_adapters.ipynb #b680a7fc
 def _attention(m, T, causal, call=None):
-    read = _ours_attention if isinstance(m, Attention) else _torch_attention if isinstance(m, nn.MultiheadAttention) else _hf_attention
+    read = (_ours_attention if isinstance(m, Attention) else _torch_attention if isinstance(m, nn.MultiheadAttention)
+            else _gpt2_attention if _is_gpt2_attention(m) else _hf_attention)
     f, view, H, Hkv, dk, dv, rope, qknorm, k_bias, meta, pairs, offset, ref = read(m, T, causal, call)
     if rope and dk % 2: raise ValueError(f"head_dim = {dk} is odd: RoPE needs an even head width")
     if qknorm is not None and not rope: raise ValueError("q/k normalization without RoPE is not supported")
@@ -487,6 +512,28 @@ def _is_moe(m):
     return (isinstance(getattr(g, 'weight', None), Tensor) and g.weight.dim() == 2 and isinstance(getattr(e, 'gate_up_proj', None), Tensor)
             and isinstance(getattr(e, 'down_proj', None), Tensor))
 
+# %% ../nbs/07_adapters.ipynb #c0a11532
+_SMOOTH = ('GELUActivation', 'NewGELUActivation', 'GELUTanh', 'FastGELUActivation', 'SiLUActivation', 'SiLU', 'GELU')
+
+def _is_conv1d_mlp(m):
+    "GPT-2's MLP: Conv1D `c_fc` (d, d_ff), an activation `act`, Conv1D `c_proj` (d_ff, d)"
+    return (type(getattr(m, 'c_fc', None)).__name__ == 'Conv1D' and type(getattr(m, 'c_proj', None)).__name__ == 'Conv1D'
+            and hasattr(m, 'act'))
+
+def _conv1d_mlp(m, T, causal, call=None):
+    "GPT-2's MLP: no law under a smooth activation (GELU, its tanh form, SiLU: Thm 4.1); one per hidden unit under ReLU"
+    act, d1 = type(m.act).__name__, m.c_fc.weight.shape[1]
+    if act not in _SMOOTH + ('ReLU',): raise NotStated(f"{type(m).__name__}: activation {act} is not GELU, SiLU or ReLU")
+    relu = act == 'ReLU'
+    def laws(P):                                             # Conv1D: unit i reads column i of c_fc, writes row i of c_proj
+        if not relu: return {'none': P['c_fc.weight'].new_zeros(0)}
+        return {'relu': P['c_proj.weight'].pow(2).sum(1) - P['c_fc.weight'].pow(2).sum(0) - P['c_fc.bias']**2}
+    bufs = _bufs(m)
+    def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
+    return dict(family='ffn', f=f, inputs=_gauss(m.c_fc.weight.shape[0]), laws=laws, rows=lambda P: {k: v[:, None] for k, v in laws(P).items()},
+                controls=lambda P: {'down_norm': P['c_proj.weight'].pow(2).sum(1)[:, None]}, expected=d1 if relu else 0,
+                meta=dict(d=m.c_fc.weight.shape[0], d_ff=d1, act=act), ref=_reference(m, Call()))
+
 # %% ../nbs/07_adapters.ipynb #82d01dfa
 def _moe(m, T, causal, call=None):
     ours = isinstance(m, MoE)
@@ -523,12 +570,13 @@ def _moe(m, T, causal, call=None):
 
 # %% ../nbs/07_adapters.ipynb #81d965de
 _READERS = [  # (test, reader, what a user would call it)
-    (lambda m: isinstance(m, (Attention, nn.MultiheadAttention)) or _is_hf_attention(m), _attention,
+    (lambda m: isinstance(m, (Attention, nn.MultiheadAttention)) or _is_hf_attention(m) or _is_gpt2_attention(m), _attention,
      'attention: conslaw_nb.blocks.Attention, nn.MultiheadAttention, transformers RoPE attention in the Llama layout (Llama, Mistral, '
-     'Qwen2, Qwen3, Gemma, Gemma2/3: GQA, MQA, biases, q/k-norm)'),
+     'Qwen2, Qwen3, Gemma, Gemma2/3: GQA, MQA, biases, q/k-norm), GPT-2\'s fused c_attn'),
     (_is_moe, _moe, 'MoE: conslaw_nb.blocks.MoE, transformers Mixtral/Qwen2-MoE/Qwen3-MoE sparse MoE blocks'),
     (lambda m: isinstance(m, SwiGLU) or _is_gated_mlp(m), _gated_mlp, 'gated MLP: conslaw_nb.blocks.SwiGLU, transformers Llama/Qwen2/Qwen3/Mistral MLP'),
     (_is_sequential_mlp, _sequential_mlp, 'MLP: nn.Sequential(nn.Linear, nn.ReLU/GELU/SiLU, nn.Linear)'),
+    (_is_conv1d_mlp, _conv1d_mlp, 'MLP: GPT-2\'s Conv1D c_fc, GELU/ReLU, c_proj'),
 ]
 
 def _reader(m):
@@ -553,6 +601,9 @@ _SHAPE_META = ('heads', 'kv_heads', 'head_dim', 'd', 'd_ff', 'shared_d_ff', 'rop
 def _twin(m:nn.Module):
     "The same transformers block class and config at the smallest widths (key/value heads ≤ 2, query group kept), or None"
     cfg = getattr(m, 'config', None) or getattr(getattr(m, 'experts', None), 'config', None)   # a MoE block keeps it on its experts
+    if cfg is None and _is_conv1d_mlp(m):                   # GPT-2's MLP keeps no config: the same module with d = 2, d_ff = 3
+        t = copy.deepcopy(m); t.c_fc, t.c_proj = type(m.c_fc)(3, 2), type(m.c_proj)(2, 3)
+        return init_generic(t.double()).train(m.training)
     if cfg is None or not hasattr(cfg, 'to_dict'): return None
     cfg = copy.deepcopy(cfg)
     H = getattr(cfg, 'num_attention_heads', 2) or 2; Hkv = getattr(cfg, 'num_key_value_heads', None) or H
@@ -562,8 +613,9 @@ def _twin(m:nn.Module):
     for k, v in new.items():
         if hasattr(cfg, k): setattr(cfg, k, v)
     try:
-        args = (cfg, getattr(m, 'layer_idx', 0) or 0) if 'layer_idx' in inspect.signature(type(m).__init__).parameters else (cfg,)
-        return init_generic(type(m)(*args).double()).train(m.training)
+        sig = inspect.signature(type(m).__init__).parameters      # by name: GPT2MLP(intermediate_size, config), Llama's (config, layer_idx)
+        kw = {'config': cfg, 'layer_idx': getattr(m, 'layer_idx', 0) or 0, 'intermediate_size': 3}
+        return init_generic(type(m)(**{k: v for k, v in kw.items() if k in sig}).double()).train(m.training)
     except Exception: return None
 
 def _count_check(a:'Adapted', seq_len:int, causal, count_max_D:int):

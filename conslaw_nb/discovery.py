@@ -251,7 +251,7 @@ class Blocks(list):
     "[(path, Adapted)] of `law_blocks`, with `.skipped`: [(path, reason)] of the blocks it could not read"
     def __init__(self, items=(), skipped=()): super().__init__(items); self.skipped = list(skipped)
     def __repr__(self):
-        s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated')}, expected {a.expected}" for p, a in self)
+        s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated' if a.checks else 'unchecked')}, expected {a.expected}" for p, a in self)
         return f"{len(self)} blocks\n{s}" + (f"\nskipped:\n" + '\n'.join(f"  {p}: {r}" for p, r in self.skipped) if self.skipped else '')
 
 # %% ../nbs/11_discovery.ipynb #d1b10005

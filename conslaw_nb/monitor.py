@@ -174,7 +174,7 @@ class ConservationMonitor:
                     out |= {(k, name): v for k, v in _found_eval(a, self._found[name], Q, controls, quad=quad).items()}
                     if not self._found[name] and controls: out |= {(k, name): v for k, v in a.controls(Q).items()}
                     continue
-                out |= {(k, name): v for k, v in a.law_rows(Q).items()}
+                out |= {(k, name): v for k, v in a.law_rows(Q).items() if v.numel()}   # a block with no law (GELU MLP): controls only
                 if controls: out |= {(k, name): v for k, v in a.controls(Q).items()}
         return out
 

@@ -168,3 +168,29 @@ def test_refusals_name_cause_loss_and_next_step():
     B = law_blocks(m, count_max_D=20)                       # every block is past this D: each refusal must say so
     assert len(B) == 0 and len(B.skipped) == 5
     for p, r in B.skipped: assert 'count_max_D' in r and 'Lost: the laws of its' in r and 'Next:' in r, (p, r)
+
+def test_whisper_audio_features_and_cross_attention():
+    "A Whisper-style model: example audio features and decoder ids; the decoder's cross-attention takes the encoder memory as input"
+    m = tiny_transformer('whisper', d_model=d, encoder_layers=1, decoder_layers=1, encoder_attention_heads=H, decoder_attention_heads=H,
+                         encoder_ffn_dim=3, decoder_ffn_dim=3, num_mel_bins=2, max_source_positions=T, max_target_positions=8)
+    B = law_blocks(m)
+    assert not B.skipped and len(B) == 5, (B, B.skipped)
+    a = dict(B)['decoder.layers.0.encoder_attn']
+    assert a.inputs(1, torch.Generator().manual_seed(0)).shape == (1, 2*T*d)   # decoder states and memory, drawn together
+
+def test_gpt2_fused_attention_stated_and_counted():
+    """GPT-2's fused c_attn read by adapt's stated theory: H·(dk(dk+1)/2 + dk + dv(dv+1)/2) laws, the engine's count of a plain
+    causal forward written here, and the stated laws hold on it"""
+    d12, H3 = 12, 3
+    m = tiny_transformer('gpt2', n_embd=d12, n_head=H3)
+    B = dict(law_blocks(m))
+    a, mlp = B['h.0.attn'], B['h.0.mlp']
+    assert a.meta.get('theory', 'stated') == 'stated' and mlp.meta.get('theory', 'stated') == 'stated' and mlp.expected == 0
+    dk = d12//H3
+    def f(P, x):
+        qkv = x @ P['c_attn.weight'] + P['c_attn.bias']
+        q, k, v = (heads(z, H3) for z in qkv.split(d12, -1))
+        return attend(q, k, v, dk**-.5, causal=True) @ P['c_proj.weight'] + P['c_proj.bias']
+    P = params(m.h[0].attn)
+    assert a.expected == count(f, P, gauss(T, d12)) == H3*(dk*(dk + 1)//2 + dk + dk*(dk + 1)//2)
+    assert check_laws(a.laws, f, a.params, gauss(T, d12)).max_rel <= law_tol()
