@@ -921,12 +921,14 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
 
 # %% ../nbs/02_pde.ipynb #aa0fd2c0
 def _law_fn(h, flat):
-    "`hv(theta)`: every entry of `h(params)` (a tensor or a dict of tensors) as one flat vector; `hv.of(params)`: the same from a dict"
+    """`hv(theta)`: every entry of `h(params)` (a tensor or a dict of tensors) as one flat vector; `hv.of(params)`: the same from a
+    dict; `hv.parts`: the shapes of the tensors `h` returned, in that vector's order (set at each call)"""
     def of(params):
-        out = h(params)
-        if isinstance(out, dict): out = torch.cat([v.reshape(-1) for v in out.values()])
-        if isinstance(out, (list, tuple)): out = torch.cat([v.reshape(-1) for v in out])
+        out = parts = h(params)
+        if isinstance(out, dict): out = list(out.values())
+        if isinstance(out, (list, tuple)): parts, out = out, torch.cat([v.reshape(-1) for v in out])
         if not isinstance(out, Tensor): raise TypeError(f"`h(params)` must return a tensor or a dict/list of tensors, got {type(out).__name__}")
+        hv.parts = [tuple(v.shape) for v in parts] if isinstance(parts, (list, tuple)) else [tuple(out.shape)]
         return out.reshape(-1)
     def hv(theta): return of(flat.unflatten(theta))
     hv.of = of
@@ -955,17 +957,91 @@ _CHECK_BUDGET = 2**28          # bytes the dense check may spend on its (laws + 
 # %% ../nbs/02_pde.ipynb #6840fc00
 def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
 
-def _probe_norms(hv, theta, L, g):
+def _groups(flat, per, budget)->list:
+    "The tensors of θ in runs of consecutive ones with at most `budget // per` entries in all (a tensor past it alone)"
+    cap, out, n = max(1, budget // per), [], 0
+    for t, s in enumerate(flat.sizes):
+        if out and n + s <= cap: out[-1].append(t); n += s
+        else: out.append([t]); n = s
+    return out
+
+def _on(theta, flat, ts):
+    """The tensors `ts` of θ as one vector x0 in storage of its own (forward AD on a view of θ would give each tangent D
+    entries), and `put(x)`: θ's params with those tensors read from x, the others constants"""
+    ps, names, sizes = flat.unflatten(theta), [flat.names[t] for t in ts], [flat.sizes[t] for t in ts]
+    def put(x): return {**ps, **{n: v.view(flat.shapes[t]) for n, t, v in zip(names, ts, x.split(sizes))}}
+    return torch.cat([ps[n].reshape(-1) for n in names]), put
+
+def _probe_norms(hv, theta, L, g, budget=None, flat=None):
     """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), by one VJP and one JVP of h batched
     over both. y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's
-    gradient is orthogonal to every other law's, and then it is ‖∇h_j‖². Returns (‖∇h_j‖², settled, y for both probes, the
-    VJP of h)"""
-    _, back = vjp(hv, theta)
+    gradient is orthogonal to every other law's, and then it is ‖∇h_j‖². Past `budget` (two D-long J_hᵀ c and their JVP),
+    y is summed over groups of tensors, J_h J_hᵀ = Σ_t J_{h,t} J_{h,t}ᵀ, each group's VJP and JVP taken on it alone.
+    Returns (‖∇h_j‖², settled, y for both probes, the VJP of h or None when streamed)"""
     C = ((torch.rand(2, L, generator=g, dtype=torch.float64) + 1) *
          (2*torch.randint(0, 2, (2, L), generator=g) - 1)).to(theta)
-    T = vmap(lambda c: back(c)[0])(C)                                                       # (2, D): J_hᵀ c
-    Y = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(T); E = Y / C                          # (2, L)
+    if budget is None or flat is None or not hasattr(hv, 'of') or 3*8*2*theta.numel() <= budget:
+        _, back = vjp(hv, theta)
+        T = vmap(lambda c: back(c)[0])(C)                                                   # (2, D): J_hᵀ c
+        Y = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(T)                                   # (2, L)
+    else:
+        back, Y = None, torch.zeros_like(C)
+        for ts in _groups(flat, 3*8*2, budget):
+            x0, put = _on(theta, flat, ts); f = lambda x: hv.of(put(x))
+            _, b = vjp(f, x0)
+            Y += vmap(lambda r: jvp(f, (x0,), (r,))[1])(vmap(lambda c: b(c)[0])(C))
+            del x0, b
+    E = Y / C
     return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y, back
+
+def _layout_colours(parts, R)->tuple:
+    """Candidate colours for the laws at positions R from the layout of h's output: in a tensor whose last two axes are
+    n × n (a Gram-like matrix per head), entry (..., a, b) gets colour (a + b) mod n, which pairs each index a with one b
+    per colour (n colours where laws sharing an index a need n - 1 or n). Colour r of every such tensor is one candidate.
+    Returns ({r: [positions]}, positions in no such tensor)"""
+    cols, rest, o, R = {}, [], 0, torch.as_tensor(R, dtype=torch.long)
+    for s in parts:
+        n = math.prod(s); sel = R[(R >= o) & (R < o + n)]
+        if len(s) >= 2 and s[-1] == s[-2] and s[-1] > 1:
+            q = sel - o; c = ((q % s[-1]) + (q // s[-1]) % s[-1]) % s[-1]
+            for r in c.unique().tolist(): cols.setdefault(r, []).extend(sel[c == r].tolist())
+        else: rest += sel.tolist()
+        o += n
+    return cols, rest
+
+def _colour_norms(hv, theta, flat, L, colours:list, budget, progress)->tuple:
+    """Norms of the laws in each candidate colour by two VJPs of h: cotangents 1 and r_k = 1 + (k+1)/(m+1) on the colour's m
+    laws. Where the laws' gradients have disjoint supports each nonzero entry i of the first, s_i, is one law's ∂_i h_k and
+    the second is r_k·s_i: the ratio names the law, and ‖∇h_k‖² = Σ of s_i² over its entries. An entry shared by two laws
+    (s_i = g + g', r_k g + r_l g') gives a ratio that is no r (probability 1): the colour is refused, its laws left to the
+    next pass. VJPs on groups of tensors within `budget`, only those the laws move with.
+    Returns ({position: ‖∇h‖²}, positions refused)"""
+    cot = torch.zeros(L, dtype=theta.dtype, device=theta.device)
+    cot[torch.as_tensor([j for c in colours for j in c], device=theta.device)] = 1.
+    live = []                                                               # the groups of tensors these laws move with
+    for ts in _groups(flat, 4*8*2, budget):
+        x0, put = _on(theta, flat, ts); _, b = vjp(lambda x: hv.of(put(x)), x0)
+        if bool((b(cot)[0] != 0).any()): live.append((b, x0.numel()))
+        del x0
+    out, refused = {}, []
+    bar = tqdm(total=len(colours), desc=f'law_norms: colours (D={theta.numel()})', disable=not progress, leave=False)
+    for col in colours:
+        m = len(col); r = 1 + torch.arange(1, m + 1, dtype=theta.dtype, device=theta.device)/(m + 1)
+        C = torch.zeros(2, L, dtype=theta.dtype, device=theta.device); ix = torch.as_tensor(col, device=theta.device)
+        C[0, ix], C[1, ix] = 1., r
+        acc, ok = torch.zeros(m, dtype=theta.dtype, device=theta.device), True
+        for b, n in live:
+            S = vmap(lambda c: b(c)[0])(C) if 2*4*8*n <= budget else torch.stack([b(c)[0] for c in C])
+            nz = (S[0] != 0) | (S[1] != 0); s, s2 = S[0][nz], S[1][nz]; del S
+            rho = s2 / s; k = ((rho - 1)*(m + 1)).round() - 1
+            kk = k.clamp(0, m - 1).long()
+            if not bool(((s != 0) & (k >= 0) & (k < m) & ((rho - r[kk]).abs() <= 1e-9*r[kk])).all()): ok = False; break
+            acc += torch.bincount(kk, weights=s*s, minlength=m)
+        if ok: out.update(zip(col, acc.tolist()))
+        else: refused += col
+        bar.update()
+    bar.close()
+    return out, refused
 
 def _slice_tests(along, s, k, groups, touched, z, budget):
     """For each group of indices along dim k of a tensor of shape s: does the random tangent z (on this tensor alone), kept on
@@ -1079,18 +1155,27 @@ def law_norms(
     budget:int=_CHECK_BUDGET, # bytes per chunk
     flat:Flat=None,           # the parameters' layout: lets the second pass find each law's box (else one VJP per law left)
     seed:int=0,               # seeds the probes
+    progress:bool=None,       # a tqdm bar over the colours of the layout pass (None: when it makes more than 8 passes of D ≥ 10⁶)
 )->Tensor:
     """‖∇h_j(θ)‖ for every entry of `hv`, exact, without one VJP per law where the laws allow. (1) Two probes of J_h J_hᵀ settle
     every law whose gradient is orthogonal to the others' (per-unit laws: SwiGLU, rescalings). (2) For the rest, each law's
     box (the entries its gradient can touch) is found by JVPs on slices; laws with disjoint boxes share a colour, and one VJP
     per colour, taken with respect to the tensors those laws move with alone, gives each of its laws' gradients on its own
-    box. (3) A law left over (box past `budget`): its own VJP.
+    box. Where that would hold more than `budget` (8·D·laws), first the colours `_layout_colours` reads off h's output,
+    each checked and measured by two VJPs (`_colour_norms`): no boxes needed. (3) A law left over (box past `budget`): its own VJP.
     Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
-    n2, ok, Y, back_h = _probe_norms(hv, theta, L, g)
+    n2, ok, Y, back_h = _probe_norms(hv, theta, L, g, budget, flat)
     first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
     R0 = (~ok).nonzero().flatten().cpu()                                              # equal bit for bit): computed once
     R = R0[first].tolist()
+    if R and flat is not None and hasattr(hv, 'of') and 8*D*len(R) > budget and getattr(hv, 'parts', None):
+        cols, rest = _layout_colours(hv.parts, R)
+        if cols:
+            show = progress if progress is not None else (len(cols) > 8 and D >= 10**6)
+            got, refused = _colour_norms(hv, theta, flat, L, list(cols.values()), budget, show)
+            if got: n2[torch.as_tensor(list(got), device=n2.device)] = torch.as_tensor(list(got.values()), dtype=n2.dtype, device=n2.device)
+            R = sorted(rest + refused)
     if R and flat is not None:
         boxes, cap = _boxes(hv, theta, flat, R, budget, g), budget // 8
         size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
@@ -1119,6 +1204,7 @@ def law_norms(
                     n2.index_add_(0, ids, S[b, at if pos is None else pos[at]]**2)
         R = rest
     if R:                                                                            # one VJP per law left
+        if back_h is None: _, back_h = vjp(hv, theta)
         Rt = torch.as_tensor(R, device=theta.device)
         cl = _chunk(len(R), 24*(D + L), budget)
         for i in range(0, len(R), cl):
@@ -1127,22 +1213,56 @@ def law_norms(
     return n2.sqrt()
 
 # %% ../nbs/02_pde.ipynb #065f0269
-def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, loss, flat):
+_SHOW_PASSES = 2*10**8     # progress=None: a bar once a check's passes over θ add up to this many entries (about 10 s here)
+
+def _check_free(hv, fx, theta, X, K, n_dirs, g, budget, loss, flat, fn=None, progress=None):
     """Matrix-free check: |⟨∇h_j, ∇ℓ_u⟩| / (‖∇h_j‖ ‖∇ℓ_u‖) for every law j and `n_dirs` random losses ℓ_u(θ) = Σ_x u_x·f(θ; x),
     each u_x Gaussian in the loss's output directions (projected on 1⊥ under 'ce'). ∇ℓ_u: VJPs of the batched model, summed over chunks
-    of inputs; ⟨∇h_j, ∇ℓ_u⟩ for every law at once: one JVP of h; ‖∇h_j‖: `law_norms`. Memory O(n_dirs·D) beyond the model's
-    own activations. Returns (per-law max, ‖∇h_j‖, losses)"""
+    of inputs; ⟨∇h_j, ∇ℓ_u⟩ for every law at once: one JVP of h; ‖∇h_j‖: `law_norms`. When the n_dirs gradients fit `budget`
+    they are taken at once; else streamed (`fn` given): per group of tensors within the budget (a tensor past it alone),
+    as many directions as fit, the model's VJP and h's JVP taken on that group alone (the others constants), and
+    ⟨∇h_j, ∇ℓ_u⟩ and ‖∇ℓ_u‖² summed over the groups. Memory then: θ, one group's x0 and its gradients (one direction of
+    the largest tensor at least) and the model's activations. Returns (per-law max, ‖∇h_j‖, losses)"""
     D, dev, dt, N = theta.numel(), theta.device, theta.dtype, len(X)
     U = torch.randn(n_dirs, N, K, generator=g, dtype=torch.float64).to(device=dev, dtype=dt)            # (m, N, K)
     if loss == 'ce': U = U - U.mean(-1, keepdim=True)                                              # = Gaussian in 1⊥
-    Gl, cx = None, max(1, budget // (8*16*n_dirs*K))      # no zeros to add into: at D = 2·10⁶ they cost a quarter of the check
-    for i in range(0, N, cx):
-        with model_errors():
-            _, back = vjp(lambda th: vmap(fx, in_dims=(None, 0))(th, X[i:i+cx]), theta)
-            part = vmap(lambda u: back(u)[0])(U[:, i:i+cx])                           # (m, D): the losses' gradients
-            Gl = part if Gl is None else Gl.add_(part)
-    gn, rn = law_norms(hv, theta, budget, flat), Gl.norm(dim=1)
-    rel = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(Gl).abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
+    show = progress if progress is not None else n_dirs*D >= _SHOW_PASSES
+    if fn is None or 3*8*n_dirs*D <= budget:                              # every direction at once, within the budget
+        Gl, cx = None, max(1, budget // (8*16*n_dirs*K))  # no zeros to add into: at D = 2·10⁶ they cost a quarter of the check
+        for i in range(0, N, cx):
+            with model_errors():
+                _, back = vjp(lambda th: vmap(fx, in_dims=(None, 0))(th, X[i:i+cx]), theta)
+                part = vmap(lambda u: back(u)[0])(U[:, i:i+cx])                           # (m, D): the losses' gradients
+                Gl = part if Gl is None else Gl.add_(part)
+        gn, rn = law_norms(hv, theta, budget, flat, progress=show), Gl.norm(dim=1)
+        rel = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(Gl).abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
+        return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
+    L = hv(theta).numel()
+    dots, rn2 = torch.zeros(n_dirs, L, dtype=dt, device=dev), torch.zeros(n_dirs, dtype=dt, device=dev)
+    groups = _groups(flat, 4*8, budget)
+    plan = [(ts, _chunk(n_dirs, 4*8*sum(flat.sizes[t] for t in ts), budget)) for ts in groups]
+    bar = tqdm(total=sum(-(-n_dirs // md) for _, md in plan), desc=f'check_laws: {n_dirs} random losses (D={D})', disable=not show, leave=False)
+    for ts, md in plan:
+        x0, put = _on(theta, flat, ts)
+        cx = max(1, budget // (8*16*md*K)); one = N <= cx                    # one chunk of inputs: its VJP serves every direction
+        def model(x, Xc): return vmap(fn, in_dims=(None, 0))(put(x), Xc).reshape(len(Xc), -1)
+        if one:
+            with model_errors(): _, back = vjp(lambda x: model(x, X), x0)
+        for j in range(0, n_dirs, md):
+            Gp = None
+            for i in range(0, N, cx):
+                with model_errors():
+                    if not one: _, back = vjp(lambda x: model(x, X[i:i+cx]), x0)
+                    part = vmap(lambda u: back(u)[0])(U[j:j+md, i:i+cx])              # (md, n): this group's share
+                Gp = part if Gp is None else Gp.add_(part)
+                del part
+            rn2[j:j+md] += (Gp*Gp).sum(1)
+            dots[j:j+md] += vmap(lambda r: jvp(lambda x: hv.of(put(x)), (x0,), (r,))[1])(Gp)
+            del Gp; bar.update()
+        del x0, back
+    bar.close()
+    gn, rn = law_norms(hv, theta, budget, flat, progress=show), rn2.sqrt()
+    rel = dots.abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
     return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
 
 # %% ../nbs/02_pde.ipynb #7f7a45ce
@@ -1160,6 +1280,7 @@ def check_laws(
     n_dirs:int=8,          # matrix-free: random losses Σ_x u_x·f(θ; x) checked against (each law must be orthogonal to every one)
     budget:int=_CHECK_BUDGET, # bytes: 'auto' goes matrix-free past it, and the matrix-free chunks stay within it
     loss:str='any',        # 'any'/'mse': every output direction; 'ce': directions u ⟂ 1 only (see `count_laws`)
+    progress:bool=None,    # matrix-free: a tqdm bar (None: on once the passes over θ are long, n_dirs·D ≥ 2·10⁸)
 )->LawCheck:
     "The largest relative |<∇h_j(θ), ∇_θ f_k(θ; x)>| over the laws in `h` and sampled inputs x and outputs k"
     _check_law_fn(h); _check_model_arg(h, f); _check_order(h, f)
@@ -1173,9 +1294,11 @@ def check_laws(
     if len(X) == 0: raise ValueError("`sample_inputs` is empty: pass at least one input")
     K, hv = output_dim(fn, params, X[0]), _law_fn(h, flat)
     if loss == 'ce' and K < 2: _output_basis(loss, K, dtype)                # refuses, saying why
-    if method == 'auto': method = 'dense' if 8*flat.D*(hv(theta).numel() + len(X)*K) <= budget else 'matrix_free'
+    if method == 'auto':                                                 # dense: G (L, D), J (N·K, D) and G Jᵀ (L, N·K)
+        L, R = hv(theta).numel(), len(X)*K
+        method = 'dense' if 8*(flat.D*(L + R) + L*R) <= budget else 'matrix_free'
     if method == 'matrix_free':
-        per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs, g, budget, loss, flat)
+        per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs, g, budget, loss, flat, fn, progress)
     else:
         B = _output_basis(loss, K, dtype, theta.device)
         G = jacrev(hv)(theta)                                                # (L, D)
