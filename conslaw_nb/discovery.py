@@ -348,7 +348,7 @@ def tiny_transformer(
     import transformers
     from conslaw_nb.adapters import init_generic
     kw = dict(num_hidden_layers=1, vocab_size=16) | TINY_CONFIGS.get(model_type, {}) | overrides
-    if model_type == 'gpt2': kw = {k: v for k, v in kw.items() if k != 'num_hidden_layers'} | dict(n_layer=1)
+    if model_type == 'gpt2': kw = {k: v for k, v in kw.items() if k != 'num_hidden_layers'} | dict(n_layer=kw.get('n_layer', kw['num_hidden_layers']))
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     for k in ('pad_token_id', 'bos_token_id', 'eos_token_id'):
         if isinstance(getattr(cfg, k, None), int) and getattr(cfg, k) >= cfg.vocab_size: setattr(cfg, k, None)

@@ -26,28 +26,34 @@ def _gd(m, mon, x, y, tau):
         opt.zero_grad(); (m(**x).last_hidden_state - y).pow(2).mean().backward(); opt.step(); mon.update(opt)
     return {(r['kind'], r['block']): r for r in mon.history if r['step'] == mon.step}
 
-def _orders(mt, patch_cohere=False):
-    m = tiny_transformer(mt); m.config._experts_implementation = 'eager'   # float64 experts (grouped_mm has none)
+def _orders(mt, patch_cohere=False, layers=1, tau=None):
+    tau = tau or TAU
+    m = tiny_transformer(mt, num_hidden_layers=layers); m.config._experts_implementation = 'eager'   # float64 experts (grouped_mm has none)
     with warnings.catch_warnings(): warnings.simplefilter('ignore'); mon = ConservationMonitor(m)
     state0, x, y, res = copy.deepcopy(m.state_dict()), *_batch(m, mt), {}
-    for tau in (TAU, TAU / 2):
+    for t in (tau, tau / 2):
         m.load_state_dict(state0); mon.step, mon.history = 0, []
-        res[tau] = _gd(m, mon, x, y, tau)
+        res[t] = _gd(m, mon, x, y, t)
     return m, mon, res
 
 def _order(a, b): return math.log2(a['drift'] / b['drift'])
 
-@pytest.mark.parametrize('mt', FAMILIES)
-def test_every_block_watched_laws_tau2_controls_tau_no_nan(mt):
-    m, mon, res = _orders(mt)
+# Two layers: at τ = 1e-3 the first-order drift of a control can be small enough for the second-order term to cancel part
+# of it: llama's layer-0 ‖Q_i‖² measured order 0.49 at τ = 1e-3, 0.80 at 1e-4, 0.99 at 1e-5 (the limit the claim speaks of).
+TAU2 = 1e-5
+
+@pytest.mark.parametrize('mt, layers, tau', [(mt, 1, TAU) for mt in FAMILIES] + [(mt, 2, TAU2) for mt in ('llama', 'phi3', 'gpt2')])
+def test_every_block_watched_laws_tau2_controls_tau_no_nan(mt, layers, tau):
+    m, mon, res = _orders(mt, layers=layers, tau=tau)
+    assert len({n for n, _ in mon.blocks}) == 2*layers
     blocks, _ = transformer_blocks(m)
     assert {p for p, _, _ in blocks} == {n for n, _ in mon.blocks}                # every attention and MLP/MoE block
     assert {n for _, n in mon.h0} == {n for n, _ in mon.blocks}                   # ... and each has a record
     for recs in res.values():
         for r in recs.values():
             assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
-    for key, a in res[TAU].items():
-        b = res[TAU / 2][key]
+    for key, a in res[tau].items():
+        b = res[tau / 2][key]
         if mt == 'cohere' and key[0].startswith('found1:'): continue   # float32 LayerNorm inside: see the next test
         if mon.is_law[key]:
             assert a['status'] == b['status'] == 'rounding' or _order(a, b) >= 1.7, (key, a['drift'], b['drift'], a['floor'])
