@@ -526,7 +526,7 @@ def _conv1d_mlp(m, T, causal, call=None):
     if act not in _SMOOTH + ('ReLU',): raise NotStated(f"{type(m).__name__}: activation {act} is not GELU, SiLU or ReLU")
     relu = act == 'ReLU'
     def laws(P):                                             # Conv1D: unit i reads column i of c_fc, writes row i of c_proj
-        if not relu: return {'none': P['c_fc.weight'].new_zeros(0)}
+        if not relu: return {'none': P['c_proj.weight'].new_zeros(0)}
         return {'relu': P['c_proj.weight'].pow(2).sum(1) - P['c_fc.weight'].pow(2).sum(0) - P['c_fc.bias']**2}
     bufs = _bufs(m)
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))

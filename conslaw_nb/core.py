@@ -6,8 +6,8 @@
 __all__ = ['law_tol', 'gap_tol', 'drop_tol', 'fd_step', 'fd_tol', 'random_params', 'layer_norm_ref', 'rms_norm_ref',
            'group_norm_ref', 'batch_norm_ref', 'sdpa_ref', 'ExactOps', 'exact_ops', 'check_device', 'as_functional',
            'Flat', 'gaussian_inputs', 'draw_inputs', 'flat_model', 'model_errors', 'output_dim', 'normalize_rows',
-           'check_int', 'check_choice', 'check_top_k', 'check_finite', 'check_params', 'check_input', 'atomic_write',
-           'save_json']
+           'check_int', 'check_choice', 'check_top_k', 'finite_checks', 'check_finite', 'check_params', 'check_input',
+           'atomic_write', 'save_json']
 
 # %% ../nbs/00_core.ipynb #545c8365
 import contextlib, inspect, json, math, numbers, os, tempfile
@@ -437,8 +437,18 @@ def check_top_k(k, E:int, name:str='k'):
     return k
 
 # %% ../nbs/00_core.ipynb #8f429685
+_FINITE = [True]   # check_finite runs unless a `finite_checks(False)` block is active
+
+@contextlib.contextmanager
+def finite_checks(on:bool=True):
+    "Within it `check_finite` runs (`on`, everywhere by default) or is skipped: a monitor evaluating laws every step skips it"
+    old, _FINITE[0] = _FINITE[0], on
+    try: yield
+    finally: _FINITE[0] = old
+
 def check_finite(params:dict, where:str='params'):
-    "Refuse NaN/Inf weights; skipped under `vmap`, where a data-dependent test cannot run"
+    "Refuse NaN/Inf weights; skipped under `vmap`, where a data-dependent test cannot run, and inside `finite_checks(False)`"
+    if not _FINITE[0]: return
     for k, v in params.items():
         try: bad = not bool(torch.isfinite(v).all())
         except RuntimeError: return                        # inside torch.func.vmap

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from fastcore.basics import patch
-from .core import check_int, check_choice
+from .core import check_int, check_choice, finite_checks
 from .discovery import law_blocks
 from .lawtext import _block_of
 
@@ -140,6 +140,23 @@ def _read_blocks(model:nn.Module):
         for m, t in flags.items(): m.training = t
 
 # %% ../nbs/14_monitor.ipynb #32eb2eeb
+class _Reads(dict):
+    "A dict that records which keys are read (iterating it reads them all)"
+    def __init__(self, *a): super().__init__(*a); self.seen = set()
+    def __getitem__(self, k): self.seen.add(k); return super().__getitem__(k)
+    def get(self, k, default=None): self.seen.add(k); return super().get(k, default)
+    def _all(self): self.seen |= set(self.keys())
+    def items(self): self._all(); return super().items()
+    def values(self): self._all(); return super().values()
+    def __iter__(self): self._all(); return super().__iter__()
+
+def _read_names(a, P:dict, found:bool)->list:
+    "The names of the block parameters its law rows and controls read (all of them for found laws, read as one flat θ)"
+    if found: return list(a.param_names)
+    R = _Reads({n: v.detach().to(torch.float64) for n, v in P.items()})
+    with torch.no_grad(): a.law_rows(R); a.controls(R)
+    return [n for n in a.param_names if n in R.seen]
+
 def _unwrap(model): return model.module if hasattr(model, 'module') and isinstance(model.module, nn.Module) else model
 _DEG = DEGREE | {'k_bias': 1, 'relu': 2, 'none': 2, 'found': 2, 'param_norm': 2}
 
@@ -159,15 +176,19 @@ class ConservationMonitor:
         self.optimizer, self.step, self.history = read_optimizer(optimizer), 0, []
         self._opt = optimizer if isinstance(optimizer, torch.optim.Optimizer) else None
         self._logc = {}                                # parameter -> log of its decay factor Π(1 − τ_k λ) so far
+        self._reads = {}                               # block prefix -> the parameter names its laws and controls read
         self._setup()
+        for _, a in self.blocks: a.params = {n: torch.empty(p.shape, device='meta') for n, p in a.params.items()}   # shapes only
     def _block_params(self, P, pre, a)->dict:
-        "A block's parameters from the full-name dict `P`, cast to float64 (a copy of this block only)"
-        return {n: P[pre + n].detach().to(torch.float64) for n in a.param_names}
+        "The block's parameters its laws and controls read, from the full-name dict `P`, cast to float64 (a copy of them only)"
+        names = self._reads.get(pre)
+        if names is None: names = self._reads[pre] = _read_names(a, {n: P[pre + n] for n in a.param_names}, pre[:-1] in self._found)
+        return {n: P[pre + n].detach().to(torch.float64) for n in names}
     def laws(self, P:dict=None, controls:bool=None, quad:bool=False)->dict:
         "(kind, block name) -> laws (and controls) in float64 on `P`, full parameter name -> tensor (default: the current weights)"
         if P is None: P = dict(self.model.named_parameters())
         controls, out = self.controls if controls is None else controls, {}
-        with torch.no_grad():
+        with torch.no_grad(), finite_checks(False):          # the weights were checked when the blocks were read
             for (name, a), pre in zip(self.blocks, self._prefix):
                 Q = self._block_params(P, pre, a)
                 if name in self._found:
