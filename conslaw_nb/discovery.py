@@ -213,6 +213,7 @@ def _loose_mlp(layer:nn.Module, kids:dict):
                                       f"loose in {type(layer).__name__} with no activation attribute ({', '.join(_ACT_NAMES)})")
     return (n1, n2), _Loose((n1, n2), a, act, b)
 
+# %% ../nbs/11_discovery.ipynb #097f7e29
 def _layer_blocks(layer:nn.Module, pre:str, blocks:list, other:list):
     "Append the blocks of one layer at path `pre`: its children, a list of blocks or of sub-layers (T5, ALBERT), loose MLPs"
     kids, mlp = dict(layer.named_children()), None                 # the MLP built from loose children goes after the attention

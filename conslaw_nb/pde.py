@@ -1009,6 +1009,7 @@ def _layout_colours(parts, R)->tuple:
         o += n
     return cols, rest
 
+# %% ../nbs/02_pde.ipynb #886c518b
 def _colour_norms(hv, theta, flat, L, colours:list, budget, progress)->tuple:
     """Norms of the laws in each candidate colour by two VJPs of h: cotangents 1 and r_k = 1 + (k+1)/(m+1) on the colour's m
     laws. Where the laws' gradients have disjoint supports each nonzero entry i of the first, s_i, is one law's ∂_i h_k and
@@ -1150,6 +1151,7 @@ def _vjp_on(hv, theta, flat, ts):
     for t, n in zip(ts, sizes): pos[flat.offsets[t]:flat.offsets[t] + n] = torch.arange(o, o + n, device=theta.device); o += n
     return back, pos
 
+# %% ../nbs/02_pde.ipynb #3a901f19
 def law_norms(
     hv, theta:Tensor,         # the flat law function (`_law_fn`) and the point
     budget:int=_CHECK_BUDGET, # bytes per chunk

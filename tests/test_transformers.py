@@ -95,7 +95,7 @@ FAMILIES_37 = ('opt', 'bloom', 'albert', 'xlnet', 'bart', 't5', 'mamba')   # rea
 def test_law_blocks_every_family(model_type):
     "each layer's attention and MLP/MoE block found, the count 'ok' and = expected, the laws stated or found hold"
     B = law_blocks(tiny_transformer(model_type))
-    assert B.skipped == [] and all(a.family in ('attention', 'mlp', 'swiglu', 'moe', 'mixer') for _, a in B), (B, B.skipped)
+    assert B.skipped == [] and all(a.family in ('attention', 'mlp', 'swiglu', 'ffn', 'moe', 'mixer') for _, a in B), (B, B.skipped)
     assert B[0][1].family in ('attention', 'mixer') and len(B) == {'bart': 5, 't5': 5, 'mamba': 1}.get(model_type, 2), B
     for path, a in B:
         c = a.checks['count']
