@@ -195,9 +195,10 @@ def _forward_apply(cls, *args, **kwargs):
 @contextlib.contextmanager
 def _functions_by_forward():
     "While active, custom autograd.Functions without `setup_context` (BLOOM's GELU) run as their forward's primitives"
+    old = torch.autograd.Function.__dict__['apply']            # an enclosing exact_ops may have patched it already: restore that
     torch.autograd.Function.apply = classmethod(_forward_apply)
     try: yield
-    finally: torch.autograd.Function.apply = _APPLY
+    finally: torch.autograd.Function.apply = old
 
 @contextlib.contextmanager
 def exact_ops(dtype=torch.float64):
