@@ -19,10 +19,10 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.func import vmap
 from .core import (random_params, gaussian_inputs, draw_inputs, as_functional, check_int, check_choice, check_params,
-                             check_input)
+                             check_input, causal_mask)
 from .pde import count_laws, check_laws, gradient_descent
-from .blocks import apply_rope, swiglu_mlp, MoE
-from .attention import mha
+from .blocks import gated_mlp, transformer_layer, NORM_EPS, MoE
+from .attention import mha, linear_weights
 from .discovery import find_laws, _check_count_kw
 
 # %% ../nbs/20_atlas.ipynb #b7f59514
@@ -511,22 +511,11 @@ _QKVO = {'Q': ('H', 'd', 'dk'), 'K': ('H', 'd', 'dk'), 'V': ('H', 'd', 'dv'), 'O
 def _heads(X, W): return torch.einsum('...td,hdk->...htk', X, W)      # (..., T, d) and (H, d, k) -> (..., H, T, k)
 def _merge(Y, O): return torch.einsum('...htv,hdv->...td', Y, O)      # Σ_h Y_h O_hᵀ: the heads back to the model width
 
-def _attend(q, k, v, bias=None):
-    "softmax(q kᵀ/√dk + bias) v for every head: q, k (..., H, T, dk), v (..., H, T, dv), bias broadcast to (..., H, T, T)"
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    return (s if bias is None else s + bias).softmax(-1) @ v
-
 def _seq(X, d:int, like:Tensor)->Tensor:
     "A sequence (..., T, d) of at least one position, in the weights' dtype and device"
     if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-2] < 1: raise ValueError(
         f"`X` must be a sequence (T, d) with d = {d}, got {getattr(X, 'shape', type(X).__name__)}")
     return check_input(X, d, like, 'X')
-
-def _causal(T:int, like:Tensor, far:int=None)->Tensor:
-    "(T, T) additive mask: −inf where key q is after query p, or (with `far`) at p − q >= far"
-    i = torch.arange(T, device=like.device)
-    off = (i[None] > i[:, None]) if far is None else (i[None] > i[:, None]) | (i[:, None] - i[None] >= far)
-    return torch.zeros(T, T, dtype=like.dtype, device=like.device).masked_fill(off, float('-inf'))
 
 # %% ../nbs/20_atlas.ipynb #f7ee1bee
 def alibi_slopes(H:int)->Tensor:
@@ -546,8 +535,7 @@ def alibi_attention(
     if m.shape != (s['H'],): raise ValueError(f"`slopes` must have shape (H,) = ({s['H']},), got {tuple(m.shape)}")
     T = X.shape[-2]; pos = torch.arange(T, dtype=X.dtype, device=X.device)
     bias = -m[:, None, None]*(pos[:, None] - pos[None]).abs()                       # (H, T, T), no parameter in it
-    if causal: bias = bias + _causal(T, X)
-    return _merge(_attend(_heads(X, params['Q']), _heads(X, params['K']), _heads(X, params['V']), bias), params['O'])
+    return mha(params, X, causal=causal, mask=bias)
 
 def window_attention(
     params:dict,          # as `alibi_attention`
@@ -557,22 +545,19 @@ def window_attention(
     "Causal multi-head attention over a sliding window, as in Mistral and Gemma's local layers: p sees p − window < q <= p"
     check_int('window', window)
     s = check_params(params, _QKVO); _seq(X, s['d'], params['Q'])
-    bias = _causal(X.shape[-2], X, far=window)
-    return _merge(_attend(_heads(X, params['Q']), _heads(X, params['K']), _heads(X, params['V']), bias), params['O'])
+    return mha(params, X, mask=causal_mask(X.shape[-2], window=window, device=X.device))
 
 # %% ../nbs/20_atlas.ipynb #4b176559
 def qk_norm_attention(
     params:dict,          # `alibi_attention`'s, plus the RMSNorm gains 'q_norm', 'k_norm' (dk,), shared by the heads
     X:Tensor,             # (T, d)
     eps:float=1e-6,       # RMSNorm epsilon (Qwen3's)
-    rope:bool=True,       # rotate normalised queries and keys (`blocks.apply_rope`, 'half' pairs as in transformers)
+    rope:bool=True,       # rotate normalised queries and keys (`blocks.apply_rope`, transformers' pairing)
 )->Tensor:
     "Qwen3-style attention: RMSNorm on every head's queries and keys (gains shared across heads), then RoPE"
     s = check_params(params, {**_QKVO, 'q_norm': ('dk',), 'k_norm': ('dk',)}); _seq(X, s['d'], params['Q'])
-    q = F.rms_norm(_heads(X, params['Q']), (s['dk'],), params['q_norm'], eps)
-    k = F.rms_norm(_heads(X, params['K']), (s['dk'],), params['k_norm'], eps)
-    if rope: q, k = apply_rope(q, pairs='half'), apply_rope(k, pairs='half')
-    return _merge(_attend(q, k, _heads(X, params['V'])), params['O'])
+    norm = lambda z, g: F.rms_norm(z, (s['dk'],), g, eps)
+    return mha({k: params[k] for k in 'QKVO'}, X, rope=rope, qk=lambda q, k: (norm(q, params['q_norm']), norm(k, params['k_norm'])))
 
 def mla(
     params:dict,          # {'Q': (H,d,dk), 'Wc': (d,r), 'Uk': (H,r,dk), 'Uv': (H,r,dv), 'O': (H,d,dv)}
@@ -582,8 +567,8 @@ def mla(
     s = check_params(params, {'Q': ('H', 'd', 'dk'), 'Wc': ('d', 'r'), 'Uk': ('H', 'r', 'dk'), 'Uv': ('H', 'r', 'dv'),
                               'O': ('H', 'd', 'dv')})
     _seq(X, s['d'], params['Q'])
-    c = X @ params['Wc']                                                            # (T, r): what the KV cache holds
-    return _merge(_attend(_heads(X, params['Q']), _heads(c, params['Uk']), _heads(c, params['Uv'])), params['O'])
+    Wc = params['Wc']                                     # keys X W_c U_k: the cache holds the latent X W_c (T, r)
+    return mha({'Q': params['Q'], 'K': Wc @ params['Uk'], 'V': Wc @ params['Uv'], 'O': params['O']}, X)
 
 # %% ../nbs/20_atlas.ipynb #db9424ed
 _FEATURES = {'elu': lambda z: F.elu(z) + 1, 'exp': torch.exp}
@@ -630,21 +615,17 @@ def selective_ssm(
     return _scan(X, params['a'], params['B'], params['C'], lambda x: F.softplus(x @ params['w'] + params['b']))
 
 # %% ../nbs/20_atlas.ipynb #21990f31
-_GLU_ACTS = {'gelu': F.gelu, 'relu': F.relu, 'silu': F.silu}
-
 def glu(
     params:dict,          # {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}: down, gate and up projections, the paper's layout
     x:Tensor,             # (d,) or (..., d)
     act:str='gelu',       # 'gelu' (GeGLU), 'relu' (ReGLU) or 'silu' (SwiGLU)
 )->Tensor:
-    "The gated MLP A (act(B x) ⊙ C x) of Shazeer (2020)"
-    check_choice('act', act, _GLU_ACTS)
+    "The gated MLP A (act(B x) ⊙ C x) of Shazeer (2020) in the paper's notation: `blocks.gated_mlp(x, B, C, A, act)`"
     s = check_params(params, {'A': ('d', 'd1'), 'B': ('d1', 'd'), 'C': ('d1', 'd')}); check_input(x, s['d'], params['A'])
-    return (_GLU_ACTS[act](x @ params['B'].T) * (x @ params['C'].T)) @ params['A'].T
+    return gated_mlp(x, params['B'], params['C'], params['A'], act)
 
 # %% ../nbs/20_atlas.ipynb #025bc0b0
-_NORMS, _ORDERS = ('rms', 'layer'), ('pre', 'post')
-_NORM_EPS = {'rms': 1e-6, 'layer': 1e-5}            # Llama/Qwen's RMSNorm and PyTorch's LayerNorm defaults
+_NORMS, _ORDERS = tuple(NORM_EPS), ('pre', 'post')  # RMSNorm and LayerNorm (`blocks.NORM_EPS`), pre- and post-norm
 
 def _decoder_spec(norm:str)->dict:
     return {**_QKVO, 'A': ('d', 'd1'), 'B': ('d1', 'd'), 'C': ('d1', 'd'), 'g1': ('d',), 'g2': ('d',),
@@ -663,21 +644,13 @@ def decoder_layer(
                           # 'post': n1(x + attn(x)), then n2(· + mlp(·)) (the 2017 Transformer, BERT)
     eps:float=None,       # the norms' epsilon; None: 1e-6 for RMSNorm, 1e-5 for LayerNorm
 )->Tensor:
-    "One transformer layer: `attention.mha` and a SwiGLU MLP (`blocks.swiglu_mlp`), each with a residual, normalised before or after"
+    "One transformer layer in the paper's notation: `blocks.transformer_layer` with attention Q, K, V, O and SwiGLU A, B, C"
     check_choice('norm', norm, _NORMS); check_choice('order', order, _ORDERS)
-    eps = _NORM_EPS[norm] if eps is None else eps
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
-        raise ValueError(f"`eps` must be a finite number >= 0, got {eps!r}")
     s = check_params(params, _decoder_spec(norm))
     _seq(X, s['d'], params['A'])
-    def n(z, i):
-        if norm == 'rms': return F.rms_norm(z, (z.shape[-1],), params[f'g{i}'], eps)
-        return F.layer_norm(z, (z.shape[-1],), params[f'g{i}'], params[f'b{i}'], eps)
-    att = lambda z: mha({k: params[k] for k in 'QKVO'}, z)
-    mlp = lambda z: swiglu_mlp(z, params['B'], params['C'], params['A'])
-    if order == 'pre':
-        h = X + att(n(X, 1)); return h + mlp(n(h, 2))
-    h = n(X + att(X), 1); return n(h + mlp(h), 2)
+    p = {**linear_weights(params), 'gate': params['B'], 'up': params['C'], 'down': params['A'],
+         **{k: params[k] for k in ('g1', 'g2', 'b1', 'b2') if k in params}}
+    return transformer_layer(X, p, s['H'], norm=norm, order=order, eps=eps)
 
 # %% ../nbs/20_atlas.ipynb #1a3e237d
 @dataclass

@@ -590,16 +590,13 @@ def _decoder_shape(d, H=None, Hkv=None, d_ff=None)->tuple:
     return tuple(v if v is not None else s for v, s in zip((H, Hkv, d_ff), DECODER_SHAPES[d]))
 
 def decoder_layer_case(d:int, H:int=None, Hkv:int=None, d_ff:int=None, T:int=4)->BenchCase:
-    """A Llama-style pre-norm decoder layer on one sequence (T, d): RMSNorm, causal grouped-query attention with RoPE ('half'
-    pairing, as transformers), residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
+    """A Llama-style pre-norm decoder layer on one sequence (T, d), `blocks.transformer_layer`: RMSNorm, causal grouped-query
+    attention with RoPE, residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
     key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit).
     H, Hkv, d_ff left out: the benchmark's layer of width d (`DECODER_SHAPES`)"""
     H, Hkv, d_ff = _decoder_shape(d, H, Hkv, d_ff); dk = d//H
-    rms = lambda x, g: g*x*torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
-    def layer(p, X):
-        h = X + blocks.attention(rms(X, p['g1']), p['q'], p['k'], p['v'], p['o'], H, Hkv, causal=True, rope=True)
-        return h + blocks.swiglu_mlp(rms(h, p['g2']), p['gate'], p['up'], p['down'])
-    shapes = dict(g1=(d,), q=(H*dk, d), k=(Hkv*dk, d), v=(Hkv*dk, d), o=(d, H*dk), g2=(d,), gate=(d_ff, d), up=(d_ff, d), down=(d, d_ff))
+    def layer(p, X): return blocks.transformer_layer(X, p, H, Hkv, causal=True, rope=True)
+    shapes = blocks.transformer_layer_shapes(d, H, dk, d_ff, Hkv)
     return BenchCase(layer, shapes, gaussian_inputs(T, d), 2*d + rope_theory(H, dk, dk, Hkv) + d_ff)
 
 def decoder_layer_name(d:int, H:int=None, Hkv:int=None, d_ff:int=None)->str:

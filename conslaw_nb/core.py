@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['law_tol', 'gap_tol', 'drop_tol', 'fd_step', 'fd_tol', 'random_params', 'layer_norm_ref', 'rms_norm_ref',
-           'group_norm_ref', 'batch_norm_ref', 'sdpa_ref', 'ExactOps', 'exact_ops', 'check_device', 'as_functional',
-           'Flat', 'gaussian_inputs', 'draw_inputs', 'flat_model', 'model_errors', 'output_dim', 'normalize_rows',
-           'check_int', 'check_choice', 'check_top_k', 'finite_checks', 'check_finite', 'check_params', 'check_input',
-           'atomic_write', 'save_json']
+           'group_norm_ref', 'batch_norm_ref', 'causal_mask', 'sdpa_ref', 'ExactOps', 'exact_ops', 'check_device',
+           'as_functional', 'Flat', 'gaussian_inputs', 'draw_inputs', 'flat_model', 'model_errors', 'output_dim',
+           'normalize_rows', 'check_int', 'check_choice', 'check_top_k', 'finite_checks', 'check_finite',
+           'check_params', 'check_input', 'atomic_write', 'save_json']
 
 # %% ../nbs/00_core.ipynb #545c8365
 import contextlib, inspect, json, math, numbers, os, tempfile
@@ -134,18 +134,30 @@ def batch_norm_ref(input, running_mean, running_var, weight=None, bias=None, tra
     return y if bias is None else y + bias.reshape(shape)
 
 # %% ../nbs/00_core.ipynb #403eeaeb
+def causal_mask(
+    T:int,             # query positions
+    S:int=None,        # key positions; None: T
+    window:int=None,   # keys a query sees: itself and the window − 1 before it; None: all before it
+    device=None,
+)->Tensor:             # (T, S) bool, True where query p attends to key q: q <= p (and p − q < window)
+    "The causal mask of `F.scaled_dot_product_attention` (True: attend), or a sliding window of it"
+    p, q = torch.arange(T, device=device)[:, None], torch.arange(T if S is None else S, device=device)[None]
+    keep = q <= p
+    return keep if window is None else keep & (p - q < window)
+
 def sdpa_ref(query, key, value, attn_mask=None, dropout_p=0., is_causal=False, scale=None, enable_gqa=False):
-    "`F.scaled_dot_product_attention` written out: softmax(q kᵀ·scale + mask) v (no dropout)"
+    "`F.scaled_dot_product_attention` written out: softmax(q kᵀ·scale + mask) v (no dropout), the one attention kernel"
     if dropout_p: raise ValueError(f"`dropout_p` = {dropout_p}: the laws are those of the deterministic map; evaluate with dropout_p=0 (module.eval())")
-    L, S = query.shape[-2], key.shape[-2]
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         r = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(r, -3), value.repeat_interleave(r, -3)
-    s = (query @ key.transpose(-2, -1)) * (1/math.sqrt(query.shape[-1]) if scale is None else scale)
-    if is_causal: s = s.masked_fill(torch.ones(L, S, dtype=torch.bool, device=s.device).tril().logical_not(), float('-inf'))
+    s = query @ key.transpose(-2, -1)
+    s = s / math.sqrt(query.shape[-1]) if scale is None else s * scale
+    if is_causal: s = s.masked_fill(causal_mask(s.shape[-2], s.shape[-1], device=s.device).logical_not(), float('-inf'))
     if attn_mask is not None: s = s.masked_fill(attn_mask.logical_not(), float('-inf')) if attn_mask.dtype == torch.bool else s + attn_mask
     return s.softmax(-1) @ value
 
+# %% ../nbs/00_core.ipynb #c4a5a1e2
 _REFS = {F.scaled_dot_product_attention: sdpa_ref, F.layer_norm: layer_norm_ref, F.rms_norm: rms_norm_ref,
          F.group_norm: group_norm_ref, F.batch_norm: batch_norm_ref}
 _NARROW = {Tensor.float: torch.float32, Tensor.half: torch.float16, Tensor.bfloat16: torch.bfloat16}

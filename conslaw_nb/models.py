@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .blocks import RMSNorm, Attention, SwiGLU, MoE, sinusoidal_pe
+from .blocks import RMSNorm, Attention, SwiGLU, MoE, sinusoidal_pe, residual_layer
 
 # %% ../nbs/13_models.ipynb #ba7a3b39
 @dataclass
@@ -62,7 +62,7 @@ PRESETS = {
 
 # %% ../nbs/13_models.ipynb #2377e031
 class Block(nn.Module):
-    "Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))"
+    "Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x)), wired by `blocks.residual_layer`"
     def __init__(self,
         d:int,                 # model width
         n_head:int,            # query heads
@@ -79,12 +79,9 @@ class Block(nn.Module):
     ):
         super().__init__()
         self.input_layernorm, self.post_attention_layernorm = RMSNorm(d, eps=eps), RMSNorm(d, eps=eps)
-        self.self_attn = Attention(d, n_head, n_kv_heads=n_kv_head, head_dim=head_dim, causal=causal, rope=rope,
-                                   rope_theta=rope_theta, rope_pairs='half')
+        self.self_attn = Attention(d, n_head, n_kv_heads=n_kv_head, head_dim=head_dim, causal=causal, rope=rope, rope_theta=rope_theta)
         self.mlp = MoE(d, d_ff, n_experts, top_k=top_k) if n_experts else SwiGLU(d, d_ff)
-    def forward(self, x):
-        x = x + self.self_attn(self.input_layernorm(x))
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x): return residual_layer(x, self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm)
 
 # %% ../nbs/13_models.ipynb #b3ca17a6
 class DecoderLM(nn.Module):
