@@ -195,8 +195,8 @@ class ConservationMonitor:
                     out |= {(k, name): v for k, v in _found_eval(a, self._found[name], Q, controls, quad=quad).items()}
                     if not self._found[name] and controls: out |= {(k, name): v for k, v in a.controls(Q).items()}
                     continue
-                out |= {(k, name): v for k, v in a.law_rows(Q).items() if v.numel()}   # a block with no law (GELU MLP): controls only
-                if controls: out |= {(k, name): v for k, v in a.controls(Q).items()}
+                r, c = a.rows_and_controls(Q) if controls else (a.law_rows(Q), {})    # one pass: the Grams give both
+                out |= {(k, name): v for k, v in r.items() if v.numel()} | {(k, name): v for k, v in c.items()}   # no law (GELU MLP): controls only
         return out
 
 # %% ../nbs/14_monitor.ipynb #46a65832

@@ -10,7 +10,7 @@ __all__ = ['SPAN_RETRIES', 'LOSSES', 'METHODS', 'JACOBI_MAX', 'SHIFT_INVERT_SIGM
            'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent']
 
 # %% ../nbs/02_pde.ipynb #bccf1f97
-import inspect, math, time
+import inspect, math, time, warnings
 from dataclasses import dataclass, field
 from typing import Optional
 import numpy as np
@@ -922,7 +922,8 @@ def _grow_span_iterative(fn, flat, theta, sample_inputs, g, dtype, K, B, n_sampl
 # %% ../nbs/02_pde.ipynb #aa0fd2c0
 def _law_fn(h, flat):
     """`hv(theta)`: every entry of `h(params)` (a tensor or a dict of tensors) as one flat vector; `hv.of(params)`: the same from a
-    dict; `hv.parts`: the shapes of the tensors `h` returned, in that vector's order (set at each call)"""
+    dict; `hv.parts`: the shapes of the tensors `h` returned, in that vector's order (set at each call); `hv.norms`: h's own
+    closed form of ‖∇h_j‖ (`h.grad_norms(params)`, same layout as h), where the law function carries one"""
     def of(params):
         out = parts = h(params)
         if isinstance(out, dict): out = list(out.values())
@@ -931,7 +932,7 @@ def _law_fn(h, flat):
         hv.parts = [tuple(v.shape) for v in parts] if isinstance(parts, (list, tuple)) else [tuple(out.shape)]
         return out.reshape(-1)
     def hv(theta): return of(flat.unflatten(theta))
-    hv.of = of
+    hv.of, hv.norms = of, getattr(h, 'grad_norms', None)
     return hv
 
 def law_gradients(h, params, dtype=torch.float64, device=None):
@@ -1141,6 +1142,31 @@ def _first_of_equal(rows:Tensor):
     u, inv = torch.unique(rows, dim=0, return_inverse=True)
     return torch.full((len(u),), len(rows), dtype=torch.long).scatter_reduce(0, inv, torch.arange(len(rows)), 'amin'), inv
 
+_SPOT = 8   # random laws (besides two per part) whose closed-form norm is checked against their own VJP before it is used
+
+def _closed_norms(hv, theta, flat, budget, seed)->Optional[Tensor]:
+    """‖∇h_j‖ from the law function's closed form (`hv.norms`: a stated theory knows its gradients, e.g. a Gram entry (a, b)
+    moves columns a and b: c_a + c_b), checked against the VJPs of `_SPOT` random laws and of the first two entries of each
+    part of h (a Gram's diagonal and off-diagonal). None, with a warning, where they differ: the caller computes the norms"""
+    L, out = hv(theta).numel(), hv.norms(flat.unflatten(theta))
+    if L == 0: return theta.new_zeros(0)
+    out = torch.cat([v.reshape(-1) for v in (out.values() if isinstance(out, dict) else [out])]).to(theta)
+    picks, o = set(torch.randint(L, (min(_SPOT, L),), generator=torch.Generator().manual_seed(seed)).tolist()), 0
+    for s in hv.parts: n = math.prod(s); picks |= set(range(o, o + min(n, 2))); o += n
+    picks = torch.as_tensor(sorted(picks), device=theta.device)
+    if out.shape != (L,): return warnings.warn(f"closed-form law norms: {tuple(out.shape)} values for {L} laws; computing them instead")
+    e2 = torch.zeros(len(picks), dtype=theta.dtype, device=theta.device)
+    for ts in _groups(flat, 8*2, budget):                  # VJPs on groups of tensors within the budget, a few laws at a time
+        x0, put = _on(theta, flat, ts); _, back = vjp(lambda x: hv.of(put(x)), x0)
+        cb = _chunk(len(picks), 16*x0.numel(), budget)
+        for i in range(0, len(picks), cb):
+            e2[i:i+cb] += vmap(lambda e: back(e)[0].pow(2).sum())(F.one_hot(picks[i:i+cb], L).to(theta.dtype))
+        del x0, back
+    exact = e2.sqrt(); err = ((out[picks] - exact).abs() / exact.clamp_min(torch.finfo(theta.dtype).tiny)).max()
+    if not err <= 1e-9: return warnings.warn(f"closed-form law norms differ from the VJPs of {len(picks)} laws (relative {err:.1e}); "
+                                             "computing them instead")
+    return out
+
 def _vjp_on(hv, theta, flat, ts):
     """The VJP of h with respect to the tensors `ts` alone (through `hv.of`: the others enter as constants, so the backward
     skips them), and each θ index's place in that VJP's output (-1 off those tensors)"""
@@ -1165,7 +1191,10 @@ def law_norms(
     per colour, taken with respect to the tensors those laws move with alone, gives each of its laws' gradients on its own
     box. Where that would hold more than `budget` (8·D·laws), first the colours `_layout_colours` reads off h's output,
     each checked and measured by two VJPs (`_colour_norms`): no boxes needed. (3) A law left over (box past `budget`): its own VJP.
-    Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once"""
+    Laws with one gradient (both probes equal bit for bit: M_ab and M_ba of a symmetric law) are computed once.
+    Before all this: a law function with its own closed form of the norms (`hv.norms`), checked on a few laws (`_closed_norms`)"""
+    if flat is not None and getattr(hv, 'norms', None) is not None and (n := _closed_norms(hv, theta, flat, budget, seed)) is not None:
+        return n
     L, D, g = hv(theta).numel(), theta.numel(), torch.Generator().manual_seed(seed)
     n2, ok, Y, back_h = _probe_norms(hv, theta, L, g, budget, flat)
     first, copies = _first_of_equal(Y[:, ~ok].T.cpu())                             # laws with one gradient (both probes
