@@ -7,7 +7,7 @@ __all__ = ['MODEL_TYPES', 'CONFIGS', 'Family', 'sizes_of', 'published', 'BlockGr
            'CensusRow', 'Census', 'census', 'WholeLaw', 'whole_law']
 
 # %% ../nbs/21_census.ipynb #1a8dc08a
-import json, math, time, warnings
+import itertools, json, math, random, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -20,7 +20,8 @@ from .core import random_params
 from .pde import count_laws
 from .adapters import Call, adapt, capture_calls, NotStated, _bufs, _experts_impl
 from .discovery import tiny_transformer, transformer_blocks, find_laws, _Chain, _Loose
-from .atlas import infer_count_formula, fit_count_formula
+from .atlas import (infer_count_formula, fit_count_formula, formula_domain, CountFormula, PolyFit, _count_at, _built,
+                             _verdict, _at)
 
 # %% ../nbs/21_census.ipynb #9a7191b9
 @dataclass
@@ -145,6 +146,7 @@ class BlockGroup:
     layers: list            # the layer indices that hold it
     D: int                  # parameters of one such block at the config's sizes
     moe: bool = False
+    layer_norm: bool = False   # a LayerNorm inside the block (BERT's post-norms): degenerate at widths 1 and 2, so twins keep d >= 3
 
 def block_groups(model_type:str, cfg:dict)->list:
     "The distinct blocks of the model built on the meta device, each with the layers that hold it"
@@ -157,7 +159,8 @@ def block_groups(model_type:str, cfg:dict)->list:
         shapes = tuple((n, tuple(p.shape)) for n, p in m.named_parameters())
         key = (kind, cls, _layer_kind(m), shapes, '.'.join(p if not p.isdigit() else '#' for p in parts))
         moe = kind == 'mlp' and any(len(s) == 3 for _, s in shapes)
-        g = groups.setdefault(key, BlockGroup(kind, cls, _layer_kind(m), path, [], sum(math.prod(s) for _, s in shapes), moe))
+        ln = any(isinstance(x, nn.LayerNorm) for x in m.modules())
+        g = groups.setdefault(key, BlockGroup(kind, cls, _layer_kind(m), path, [], sum(math.prod(s) for _, s in shapes), moe, ln))
         g.layers.append(idx)
     return list(groups.values())
 
@@ -213,29 +216,81 @@ def _twin_model(model_type, cfg, group, sizes, stated:dict):
 
 # %% ../nbs/21_census.ipynb #98747184
 def _vars(model_type:str, group:BlockGroup)->tuple:
-    "The sizes a block's count may depend on: those of its kind that the family has"
+    "The sizes a block's count may depend on: those of its kind that the family has (MLA heads have d_nope + d_rope, no d_k)"
     fam = MODEL_TYPES[model_type]
     if group.kind == 'attention':
         v = (('G', 'H_kv') if 'H_kv' in fam.keys else ('H',)) + ('d_k', 'r_q', 'r_kv', 'd_nope', 'd_rope', 'd_v') + (('d',) if fam.head_dim else ())
     elif group.moe: v = ('d', 'd_e' if 'd_e' in fam.keys else 'd_ff', 'E', 'k', 'S')
     else: v = ('d', 'd_ff')
-    return tuple(x for x in v if x in fam.keys or x in ('d_k', 'G'))
+    return tuple(x for x in v if x in fam.keys or x == 'G' or (x == 'd_k' and 'd_nope' not in fam.keys))
+
+_MLA_PARTS = (('H', 'd_nope', 'd_v'), ('r_q',), ('r_kv',), ('d_rope',), ('d',))   # sizes that may interact, fitted together
+
+def _mla_grids()->tuple:
+    "(fit, domain, parts) of MLA: per part a product grid through a base point; the domain a union crossing ranks, widths and heads"
+    fit = dict(H=[1, 2], d_nope=[1, 2, 3], d_v=[1, 2, 3], r_q=[2, 3, 4], r_kv=[2, 3, 4], d_rope=[2, 4, 6], d=[4, 6, 8])
+    b = dict(H=[2], r_q=[3], r_kv=[3], d_nope=[2], d_rope=[4], d_v=[2], d=[6])
+    dom = [b | dict(d=[1, 2, 3, 4], r_q=[2, 6]),                  # the width below the ranks
+           b | dict(r_kv=[1, 2, 3], d_nope=[1, 4], d_v=[1, 4]),   # the kv rank below the head sizes
+           b | dict(H=[1, 3], r_q=[1, 6, 9]),                     # the q rank above H(d_nope + d_rope)
+           b | dict(H=[1, 3], d_v=[3, 5], d=[3]),                 # H·d_v above the width
+           b | dict(d_rope=[2, 6], d=[2, 4])]                     # r_kv + d_rope above the width
+    return fit, dom, _MLA_PARTS
 
 def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
-    "(fit grid, domain grid) of a block: small sizes inside the domain to fit, then sizes across the boundaries (d small, heads wide)"
+    "(fit grid, domain grid, parts) of a block: small sizes inside the domain to fit, then sizes across the boundaries (d small, heads wide)"
     fam, vs = MODEL_TYPES[model_type], _vars(model_type, group)
+    if group.kind == 'attention' and 'd_nope' in fam.keys: return _mla_grids()
     even = model_type not in _NO_ROPE
-    hk = [2, 4, 6] if even else [1, 2, 3]
     ng = cfg.get('n_group') or 1
     fit = dict(G=[1, 2], H=[1, 2, 3], H_kv=[1, 2], d_k=[2, 4, 6] if even else [2, 3, 4], d=[4, 8], d_ff=[1, 2, 3, 4],
                d_e=[1, 2], E=[4*ng, 5*ng], k=[2, 3], S=[1, 2], r_q=[2, 3], r_kv=[2, 3], d_nope=[2, 4], d_rope=[2, 4], d_v=[1, 2, 3])
     dom = dict(fit, d_k=([2, 4, 6, 8, 10, 12] if fam.head_dim else [2, 4, 6, 8]) if even else [1, 2, 3, 4, 5], d=[4, 8],
                d_ff=[1, 2, 3, 5, 8], E=[2*ng, 3*ng, 4*ng], k=[1, 2], d_v=[1, 2, 3, 4])
     if group.kind == 'mlp': fit['d'], dom['d'] = [2, 4], [1, 2, 3] if not even or fam.head_dim else [2, 4, 6]
-    return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}
+    if group.layer_norm:                          # a LayerNorm over d in the block: the fit keeps d >= 3, the domain crosses d <= 2
+        if group.kind == 'mlp': fit['d'], dom['d'] = [3, 4], [1, 2, 3, 4]
+        elif not fam.head_dim: fit['d_k'] = [3, 4, 5]
+    return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}, (vs,)
 
 _MAX_POINTS = 64      # largest fit grid of a block (counts): past it the census says so instead of fitting
 _QUIET = dict(progress=False)   # no progress bar from the engine's counts of twins
+
+# %% ../nbs/21_census.ipynb #a1c0f3e2
+def _parts_fit(build, fit:dict, dom, parts:tuple, seeds=(0,), n_held:int=5)->CountFormula:
+    """A count formula in many sizes from a bounded number of twins: per part (sizes that may interact) the exact polynomial on a product
+    grid through a base point, the parts summed; confirmed at held-out twins that change every size at once, then its domain searched"""
+    t0, names = time.perf_counter(), tuple(fit)
+    base = {k: v[len(v)//2] for k, v in fit.items()}
+    pts = list(dict.fromkeys(tuple((base | dict(zip(p, c)))[k] for k in names) for p in parts
+                             for c in itertools.product(*(fit[k] for k in p))))
+    rnd, held = random.Random(0), [tuple(max(fit[k]) for k in names), tuple(min(fit[k]) for k in names)]
+    while len(held) < n_held: held.append(tuple(rnd.choice(fit[k]) for k in names))
+    held = [h for h in dict.fromkeys(held) if h not in pts]
+    rows = [_count_at(_built(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, _QUIET, None)
+            for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]]
+    ok = {tuple(r['sizes'].values()): r['counts'][0] for r in rows if r['role'] == 'fit' and r['status'] == 'ok'}
+    bkey = tuple(base.values())
+    expr, deg, slack, why = (sp.Integer(ok[bkey]) if bkey in ok else None), 0, 0, '' if bkey in ok else 'the base twin is not decided'
+    for p in parts:
+        if expr is None: break
+        on = [s for s in ok if all(s[i] == base[k] for i, k in enumerate(names) if k not in p)]
+        pf = fit_count_formula([tuple(s[names.index(k)] for k in p) for s in on], [ok[s] for s in on], p)
+        if pf.expr is None: expr, why = None, f"part {', '.join(p)}: {pf.reason}"; break
+        expr += pf.expr - pf.expr.subs({sp.Symbol(k, positive=True, integer=True): base[k] for k in p})
+        deg, slack = max(deg, pf.degree), slack + pf.slack
+    pf = PolyFit(None if expr is None else sp.factor(sp.expand(expr)), deg if expr is not None else None, 0, slack, why)
+    out = CountFormula(names, pf.expr, '', '', rows, pf.degree, slack)
+    for r in rows:
+        r['predicted'] = out.predict(**r['sizes'])
+        r['match'] = None if r['predicted'] is None or r['status'] != 'ok' else r['predicted'] == r['counts'][0]
+    out.verdict, out.reason = _verdict(pf, rows)
+    if out.verdict == 'confirmed':
+        out.reason = (f"sum over {len(parts)} parts ({'; '.join(', '.join(p) for p in parts)}), each fitted on a product grid through "
+                      f"{_at(base)}; " + out.reason + " (each changes every size at once)")
+        out.domain = formula_domain(build, out, dom, seeds=seeds, count_kw=_QUIET)
+    out.seconds = time.perf_counter() - t0
+    return out
 
 # %% ../nbs/21_census.ipynb #fc731fc1
 @dataclass
@@ -301,12 +356,15 @@ def block_law(
     "The count formula of one block, fitted on twins and confirmed on held-out twins, with its domain, provenance and laws in words"
     key = (model_type, group.cls, group.layer_kind, group.moe, _layout_key(model_type, cfg))
     if key in _FORMULAS: return _FORMULAS[key]
-    t0, (fit, dom) = time.perf_counter(), _grids(model_type, cfg, group)
-    names, n = tuple(fit), math.prod(len(v) for v in fit.values())
+    t0, (fit, dom, parts) = time.perf_counter(), _grids(model_type, cfg, group)
+    names = tuple(fit)
+    n = sum(math.prod(len(fit[k]) for k in p) for p in parts)
     if group.moe and (cfg.get('n_group') or 1) > 1:
         out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established: its routing is group-limited "
-                       f"({cfg['n_group']} groups), so every twin needs several experts per group ({4*cfg['n_group']} or more): past the "
-                       "census's time; count a twin with `law_blocks(tiny_transformer(...))`", [])
+                       f"({cfg['n_group']} groups, two experts per group at least, so E >= {2*cfg['n_group']} on every twin), and a twin's "
+                       "count is generic only where the router's width reaches every expert (d of the order of E): below, experts no input "
+                       "is routed to count as free and the count depends on θ; at that width one twin takes about a minute, past the "
+                       "census's time. Count a twin with `law_blocks(tiny_transformer(...))`", [])
         _FORMULAS[key] = out; return out
     if n > _MAX_POINTS:
         out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established: its count may depend on "
@@ -315,8 +373,9 @@ def block_law(
         _FORMULAS[key] = out; return out
     stated = {}
     build = lambda **s: _twin_model(model_type, cfg, group, s, stated)
-    r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET)
-    small = {k: v[0] for k, v in fit.items()}
+    if len(parts) > 1: r = _parts_fit(build, fit, dom, parts, seeds)
+    else: r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET)
+    small = {k: v[0] if len(parts) == 1 else v[len(v)//2] for k, v in fit.items()}
     f, shapes, inputs = build(**small)
     if r.verdict != 'confirmed' or r.domain is None or r.domain.inequalities is None:
 
@@ -324,11 +383,12 @@ def block_law(
         out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established ({r.verdict}): {why}", [], r)
     else:
         st = [stated.get(tuple(x['sizes'].items())) for x in r.rows]
-        sf = fit_count_formula([tuple(x['sizes'].values()) for x in r.rows], st, names) if None not in st else None
-        is_stated = sf is not None and all(a == x['counts'][0] for a, x in zip(st, r.rows)) and sp.simplify(sf.expr - r.expr) == 0
+        same = None not in st and all(a == x['counts'][0] for a, x in zip(st, r.rows))
+        sf = fit_count_formula([tuple(x['sizes'].values()) for x in r.rows], st, names) if same and len(parts) == 1 else None
+        is_stated = same and (len(parts) > 1 or sf.expr is not None and sp.simplify(sf.expr - r.expr) == 0)
         roles = [x['role'] for x in r.rows]
         how = (f"engine counts on {roles.count('fit')} twins fitted, {roles.count('held out')} held out confirm it; domain from "
-               f"{len(r.domain.rows)} twins across the boundaries")
+               f"{len(r.domain.rows)} twins across the boundaries" + (f" ({r.reason})" if len(parts) > 1 else ''))
         if is_stated:
             m, call = _twin_block(model_type, cfg, group, small)
             words, prov = _stated_words(adapt(m, check=False, call=call)), 'stated'
@@ -386,6 +446,8 @@ class Census:
     D: int                  # parameters of the whole model (embeddings and head included)
     notes: list
     seconds: float = 0.
+    whole: Optional[int] = None   # laws of the whole model (blocks, norms, embeddings, head) from `whole_law`, inside its domain
+    whole_note: str = ''          # its formula and domain, or why there is no number (`census(..., whole=True)`)
     @property
     def laws(self)->Optional[int]:
         "Laws of all blocks together (each block's count times its layers); None when a block has no number"
@@ -394,7 +456,8 @@ class Census:
     def D_blocks(self)->int: return sum(r.D*r.layers for r in self.rows)
     def to_dict(self)->dict:
         return dict(name=self.name, model_type=self.model_type, sizes=self.sizes, D=self.D, D_blocks=self.D_blocks,
-                    laws_blocks=self.laws, rows=[r.to_dict() for r in self.rows], notes=self.notes)
+                    laws_blocks=self.laws, rows=[r.to_dict() for r in self.rows], notes=self.notes, laws_whole=self.whole,
+                    whole=self.whole_note)
     def markdown(self)->str:
         "The census as a markdown table"
         head = '| block | class | layers | D per block | laws: formula | domain | laws per block | provenance |\n|---|---|---|---|---|---|---|---|'
@@ -403,7 +466,8 @@ class Census:
                 f"{'—' if r.law.domain is None else str(r.law.domain)} | {fmt(r.value)}{'' if r.source != 'engine' else ' (engine)'} | "
                 f"{r.law.provenance} |" for r in self.rows]
         tot = (f"\n\n**{self.name}**: {fmt(self.laws)} laws in its blocks (per-block laws × layers), against {self.D_blocks:,} block "
-               f"parameters ({self.D:,} in the whole model). Sizes: {', '.join(f'{k}={v:,}' for k, v in self.sizes.items())}.")
+               f"parameters ({self.D:,} in the whole model). Sizes: {', '.join(f'{k}={v:,}' for k, v in self.sizes.items())}."
+               + (f" Whole model: {fmt(self.whole)} laws: {self.whole_note}." if self.whole_note else ''))
         return '\n'.join([head, *body]) + tot + ''.join(f"\n\n{n}" for n in self.notes + [r.note for r in self.rows if r.note])
     def __repr__(self): return self.markdown()
 
@@ -412,6 +476,7 @@ def census(
     name:str=None,          # what to call it (default: the file name, or the model_type)
     max_params:int=5000,    # outside a formula's domain: the largest block counted directly by the engine
     seeds=(0,),             # random points θ per twin
+    whole:bool=False,       # also the whole model's count (`whole_law`: whole twins counted, about a minute per family)
     **overrides,            # config fields to set (`conslaw census --model-type llama --set hidden_size=64 ...`)
 )->Census:
     "The conservation laws of every distinct block of a model at its real sizes, from its config alone: formulas, domains, values, provenance"
@@ -423,7 +488,13 @@ def census(
     D = sum(p.numel() for p in _skeleton(mt, cfg).parameters())
     rows = [_row(mt, cfg, sizes, g, max_params, seeds) for g in groups]
     nm = name or (Path(config_or_model).stem if isinstance(config_or_model, (str, Path)) else mt)
-    return Census(nm, mt, sizes, rows, D, notes, time.perf_counter() - t0)
+    c = Census(nm, mt, sizes, rows, D, notes)
+    if whole:
+        if not MODEL_TYPES[mt].whole: c.whole_note = f"not measured for {mt}: whole twins are counted for {', '.join(k for k, f in MODEL_TYPES.items() if f.whole)}"
+        elif c.laws is None: c.whole_note = "no number: a block has none"
+        else: c.whole, c.whole_note = whole_law(mt, cfg, seeds).value(sizes)
+    c.seconds = time.perf_counter() - t0
+    return c
 
 # %% ../nbs/21_census.ipynb #095c2b3e
 def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
@@ -445,39 +516,72 @@ def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
 
 @dataclass
 class WholeLaw:
-    "The whole model's count on full twins (embeddings, norms, head), fitted in (L, sizes), against the sum of its blocks"
+    "The whole model's count on full twins (embeddings, norms, head), fitted in (L, sizes), against the sum of its blocks, with its domain"
     model_type: str
     tied: bool              # input embedding and LM head share their matrix
     fit: object             # `CountFormula` of the whole twins
     blocks: object          # sympy: the blocks' laws per layer at the twins' sizes (a formula in the varied sizes)
-    cross: object           # sympy: whole − L·blocks, the laws no single block has
-    fixed: dict             # the sizes held fixed on the twins
+    cross: object           # sympy: whole − L·blocks, the laws no single block has (in L and d)
+    fixed: dict             # the sizes held fixed on the fit's twins
+    expr: object = None     # sympy: L·(the blocks' formulas) + cross, in the config's sizes; None when a block has none
+    domain: object = None   # `atlas.Domain` of `expr` on whole twins that change heads, d_ff, V, d_k, d one at a time
     seconds: float = 0.
+    def value(self, sizes:dict)->tuple:
+        "(laws of the whole model at `sizes` or None, why)"
+        if self.expr is None or self.domain is None or self.domain.inequalities is None:
+            return None, f"no whole-model formula with a domain ({'no formula' if self.expr is None else self.domain.reason if self.domain else 'no domain'})"
+        deep = [x['sizes'] for x in self.fit.rows if x['role'] != 'fit' and x['match']] + \
+               [x['sizes'] for x in self.domain.rows if x['sizes']['L'] > 1 and x['verdict'] == 'holds']
+        if not deep: return None, "no number: no twin of two layers or more outside the fit has a decided count that confirms the formula"
+        bad = self.domain.failing(**sizes)
+        if bad: return None, f"outside the whole-model formula's domain ({' and '.join(bad)} fails at the config)"
+        return _subs(self.expr, sizes), (f"`{self.expr}` inside its domain ({self.domain}; {len(self.domain.rows)} whole twins), "
+                                         f"confirmed off the fit at {'; '.join(_at(s) for s in deep)}")
 
 _WHOLE = {}
 
+def _whole_grids(fam, fixed:dict, d_free:bool)->tuple:
+    "(fit grid, domain grid) of whole twins: L (and the width) to fit; heads, d_ff, V, d_k, d changed one at a time to search the domain"
+    fit = dict(L=[1, 2, 3]) | (dict(d=[4, 8]) if d_free else {'G' if 'H_kv' in fam.keys else 'H': [1, 2, 3]})   # d = heads·d_k
+    b = {k: [v] for k, v in fixed.items()} | dict(L=[1]) | (dict(d=[4]) if d_free else {})
+    heads = [dict(G=[1, 4] if d_free else [1, 3]), dict(H_kv=[2])] if 'H_kv' in fam.keys else [dict(H=[1, 3])]
+    dom = [b | s for s in [dict(d_ff=[1, 5]), dict(V=[2, 6]), dict(d_k=[4]), dict(L=[2], d_ff=[5], V=[6])] + heads]
+    if d_free: dom += [b | dict(d=[2, 8]), b | dict(d=[8], d_k=[4, 6])]
+    return fit, dom
+
+# %% ../nbs/21_census.ipynb #b7d2e9c4
 def whole_law(model_type:str, cfg:dict, seeds=(0,))->WholeLaw:
-    "Count whole causal-LM twins at L = 1, 2, 3 layers (L = 3 held out), and subtract L times the blocks' laws at the twins' sizes"
+    "Count whole causal-LM twins at L = 1, 2, 3 layers (L = 3 held out), subtract L times the blocks' laws, and search the domain"
     key = (model_type, _layout_key(model_type, cfg))
     if key in _WHOLE: return _WHOLE[key]
     t0, fam = time.perf_counter(), MODEL_TYPES[model_type]
-    gqa = 'H_kv' in fam.keys
-    fixed = dict(H_kv=1, G=2, d_ff=3, V=12) if gqa else dict(H=2, d_ff=3, V=12)
+    fixed = dict(H_kv=1, G=2, d_ff=3, V=12) if 'H_kv' in fam.keys else dict(H=2, d_ff=3, V=12)
     fixed['d_k'] = 2
-    grid = dict(L=[1, 2, 3]) | (dict(d=[4, 8]) if fam.head_dim else {})
-    r = infer_count_formula(lambda **s: _lm_twin(model_type, cfg, fixed | s), grid, seeds=seeds, holdout=1 if len(grid) == 1 else 2,
-                            count_kw=_QUIET)
-    one = {k: v for k, v in fixed.items() if k != 'V'} | {k: v[0] for k, v in grid.items() if k != 'L'}
-    tw = _twin_config(model_type, cfg, one, 0)
-    per = 0
+    grid, dom = _whole_grids(fam, fixed, fam.head_dim)
+    hv = None if fam.head_dim else 'G' if 'H_kv' in fam.keys else 'H'     # the size that sets the width d on the twins
+    if hv: fixed.pop(hv)
+    build = lambda **s: _lm_twin(model_type, cfg, s)
+    r = infer_count_formula(lambda **s: build(**(fixed | s)), grid, seeds=seeds, holdout=2, count_kw=_QUIET)
+    one = fixed | {k: v[0] for k, v in grid.items() if k != 'L'}
+    tw = _twin_config(model_type, cfg, {k: v for k, v in one.items() if k != 'V'}, 0)
+    sym = lambda n: sp.Symbol(n, positive=True, integer=True)
+    Ls, d, per, per_sym = sym('L'), sym('d'), 0, 0
     for g in block_groups(model_type, tw):
         l = block_law(model_type, cfg, g, seeds)
-        if l.expr is None: per = None; break
-        sz = {k: v for k, v in (sizes_of(model_type, tw) | one).items()}
+        if l.expr is None: per = per_sym = None; break
+        sz = sizes_of(model_type, tw) | one
         per += l.expr.subs({x: sz[x.name] for x in l.expr.free_symbols if x.name not in grid})
-    Ls = sp.Symbol('L', positive=True, integer=True)
-    cross = None if per is None or r.expr is None else sp.factor(sp.expand(r.expr - Ls*per))
-    out = WholeLaw(model_type, bool(_hf_config(model_type, tw).tie_word_embeddings), r, per, cross, fixed)
+        per_sym += l.expr
+    cross = expr = domain = None
+    if per is not None and r.expr is not None:
+        cross = sp.factor(sp.expand(r.expr - Ls*per))
+        if hv: cross = sp.factor(cross.subs(sym(hv), d/(one['d_k']*one.get('H_kv', 1))))
+        heads = sym('G')*sym('H_kv') if 'H_kv' in fam.keys else sym('H')
+        expr = sp.factor(sp.expand(Ls*per_sym + cross))
+        grid_expr = expr if fam.head_dim else expr.subs(d, heads*sym('d_k'))
+        if r.verdict in ('confirmed', 'undecided') and not [x for x in r.rows if x['match'] is False]:
+            domain = formula_domain(build, grid_expr, dom, seeds=seeds, count_kw=_QUIET)
+    out = WholeLaw(model_type, bool(_hf_config(model_type, tw).tie_word_embeddings), r, per, cross, fixed, expr, domain)
     out.seconds = time.perf_counter() - t0
     _WHOLE[key] = out
     return out

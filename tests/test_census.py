@@ -76,6 +76,8 @@ def test_whole_model_held_out(llama):
     inputs = lambda n, g: F.one_hot(torch.randint(12, (n, 3), generator=g), 12).double()
     c = count_laws(f, random_params({k: tuple(v.shape) for k, v in P.items()}, torch.Generator().manual_seed(5)), inputs, seed=5)
     assert c.status == 'ok' and c.n_laws == w.fit.predict(L=4, d=8) == 4*(1*2*4//2 + 3) + 2*4*8 + 8   # per layer: attention H_kv·d_k(d_k+2)/2 = 4, MLP d_ff = 3
+    # at Llama-3-8B: 32 layers of the theorem's blocks (66,560 + 14,336) and 2d gain laws, plus the final norm's d
+    assert w.value(llama.sizes)[0] == 32*(66560 + 14336 + 2*4096) + 4096 == 2854912
 
 
 def test_mla_boundary_right_or_refused():
@@ -84,8 +86,9 @@ def test_mla_boundary_right_or_refused():
     assert a.source == 'engine' and a.count == 16
     mt, cfg, _ = _load(published()['deepseek-v3'])
     from conslaw_nb.census import block_groups, block_law
-    g = block_groups(mt, cfg)[0]
-    assert g.cls == 'DeepseekV3Attention' and block_law(mt, cfg, g).expr is None      # refused, with the reason, before any count
+    g = block_groups(mt, cfg)[-1]
+    l = block_law(mt, cfg, g)
+    assert g.cls == 'DeepseekV3MoE' and l.expr is None and 'group-limited' in l.reason and 'θ' in l.reason   # refused before any count
 
 
 @pytest.mark.parametrize('bad, says', [
@@ -121,3 +124,42 @@ def test_published_configs_ship_with_the_package(tmp_path):
     whl = next(tmp_path.glob('conslaw_nb-*.whl'))
     inside = {Path(n).name for n in zipfile.ZipFile(whl).namelist() if '/configs/' in n}
     assert inside == {p.name for p in CONFIGS.glob('*.json')}
+
+
+def _bert_attention(H, dk):
+    "BERT's self-attention + output in plain torch: q, k, v, o with biases, then LayerNorm(x + o(...)) with its gain and bias"
+    d = H*dk
+    def f(p, X):                                            # X (T, d), no mask
+        T = X.shape[0]
+        q, k, v = ((X @ p[n] + p['b' + n]).reshape(T, H, dk).transpose(0, 1) for n in 'qkv')
+        a = ((q @ k.transpose(-1, -2)/math.sqrt(dk)).softmax(-1) @ v).transpose(0, 1).reshape(T, d)
+        return F.layer_norm(X + a @ p['o'] + p['bo'], (d,), p['g'], p['be'], 1e-12).reshape(-1)
+    shapes = {'q': (d, d), 'k': (d, d), 'v': (d, d), 'bq': (d,), 'bk': (d,), 'bv': (d,), 'o': (d, d), 'bo': (d,), 'g': (d,), 'be': (d,)}
+    return f, shapes, lambda n, g: torch.randn(n, 4, d, generator=g, dtype=torch.float64)
+
+
+def test_bert_rows_and_a_held_out_twin():
+    """BERT-base: the GPT-2-like attention count H·d_k(d_k+2) plus d + 1 (LayerNorm ignores a shift of its input: the column sums of the
+    output projection and the sum of its bias), and d_ff + 1 for the MLP; the formula equals the engine on a plain forward at (1, 6)"""
+    c = census(published()['bert-base'])
+    att, mlp = c.rows
+    assert (att.value, mlp.value) == (12*64*66 + 768 + 1, 3072 + 1) == (51457, 3073)
+    assert att.source == mlp.source == 'formula' and att.law.fit.verdict == 'confirmed'
+    assert not mlp.law.domain.contains(d=2, d_ff=3)                 # a LayerNorm over 2 entries is degenerate: outside the domain
+    f, shapes, inputs = _bert_attention(1, 6)
+    n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(3)), inputs, seed=3)
+    assert n.status == 'ok' and n.n_laws == att.law.fit.predict(H=1, d_k=6) == 6*8 + 6 + 1
+
+
+def test_deepseek_mla_formula_at_a_new_twin():
+    "DeepSeek-V3's MLA gets a formula in its 7 sizes with a domain; it equals the engine's count at a twin no fit or check used"
+    from conslaw_nb.census import block_groups, block_law, _twin_model
+    mt, cfg, _ = _load(published()['deepseek-v3'])
+    g = block_groups(mt, cfg)[0]
+    l = block_law(mt, cfg, g)
+    assert g.cls == 'DeepseekV3Attention' and l.expr is not None and l.domain.inequalities is not None and l.fit.verdict == 'confirmed'
+    s = dict(H=3, d_nope=1, d_v=3, r_q=5, r_kv=4, d_rope=2, d=7)
+    assert s not in [r['sizes'] for r in l.fit.rows + l.domain.rows]
+    f, shapes, inputs = _twin_model(mt, cfg, g, s, {})
+    n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(4)), inputs, seed=4)
+    assert n.status == 'ok' and n.n_laws == l.fit.predict(**s)
