@@ -667,6 +667,7 @@ def _count_check(a:'Adapted', seq_len:int, causal, count_max_D:int):
     Dt = sum(p.numel() for p in b.params.values())
     return f"{why}; its twin of D = {Dt} (same configuration, smallest widths) counts {b.checks['count'].n_laws} = its stated count"
 
+# %% ../nbs/07_adapters.ipynb #a1c0f3d5
 CHECK_SAMPLES, CHECK_SAMPLES_WIDE, WIDE_D = 64, 16, 10**7   # inputs of the law check, and past WIDE_D parameters: its cost is
                 # n_dirs backward passes over those inputs, and a non-law fails at any generic input (⟨∇h, ∇f(x)⟩ is a nonzero
                 # polynomial in x), so a block at the width people train is checked on 16 sequences; its twin is counted on 64 and more
