@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 from hypothesis import given, settings, strategies as st
-from conslaw_nb import core, pde, lawsearch, ffn, attention, moe, blocks, adapters, verify, discovery
+from conslaw_nb import core, pde, checks, lawsearch, ffn, attention, moe, blocks, adapters, verify, discovery
 from conslaw_nb.training import TrainConfig
 from conftest import tally, CASES
 
@@ -34,9 +34,9 @@ def _tripwire(*a, **k): raise HeavyWork('heavy work began before the bad input w
 
 @contextlib.contextmanager
 def _no_heavy_work():
-    "The engine's Jacobian rows and brackets (in `pde` and in `lawsearch`) replaced by a tripwire"
+    "The engine's Jacobian rows and brackets (in `pde`, `checks` and `lawsearch`) replaced by a tripwire"
     with mock.patch.object(pde, 'jacobian_rows', _tripwire), mock.patch.object(pde, 'bracket_rows', _tripwire), \
-         mock.patch.object(lawsearch, 'jacobian_rows', _tripwire): yield
+         mock.patch.object(checks, 'jacobian_rows', _tripwire), mock.patch.object(lawsearch, 'jacobian_rows', _tripwire): yield
 
 def _snap(x):
     "A copy of what `x` holds, to compare after the call: tensors cloned, modules by state dict, containers recursively"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NBS = sorted(p for p in (ROOT/'nbs').glob('[0-9][0-9]_*.ipynb'))
+NBS = sorted(p for p in (ROOT/'nbs').glob('[0-9][0-9]*.ipynb') if re.match(r'\d\d[a-z]?_', p.name))   # 03, then 03a, 03b (fastcore's manner)
 
 def _module(nb):
     "The module a notebook exports to, or None"
@@ -36,8 +36,10 @@ def _code(nb):
     return [re.sub(r'^[%!].*$', '', s, flags=re.M) for s in src]   # IPython magics are not Python
 
 def test_notebooks_numbered_and_listed():
-    nums = [int(nb.name[:2]) for nb in NBS]
-    assert nums == list(range(len(NBS))), f"notebooks are not numbered 00, 01, ... in reading order: {[nb.name for nb in NBS]}"
+    nums = [int(nb.name[:2]) for nb in NBS if nb.name[2] == '_']
+    assert nums == list(range(len(nums))), f"notebooks are not numbered 00, 01, ... in reading order: {[nb.name for nb in NBS]}"
+    lettered = [nb.name for nb in NBS if nb.name[2] != '_']
+    assert all(int(n[:2]) in nums for n in lettered), f"a lettered notebook (01a_...) follows no numbered one: {lettered}"
     side = (ROOT/'nbs'/'sidebar.yml').read_text()
     for nb in sorted((ROOT/'nbs').rglob('*.ipynb')):
         rel = str(nb.relative_to(ROOT/'nbs'))
