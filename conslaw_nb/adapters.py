@@ -357,13 +357,15 @@ def _gain_offset(norm:nn.Module, n:int)->float:
     return float(y.abs().max() > .5)
 
 def _reference(m:nn.Module, call:Callable):
-    "x -> the module's own forward, on a float64 copy of it, called as `call(module, state, x)` says: what `a.f` must equal"
+    """x -> the module's own forward, on a float64 copy of it, called as `call(module, state, x)` says: what `a.f` must equal.
+    `ref.release()` lets the copy go once the forward is checked (at the width people train it is as large as the block)"""
     r = copy.deepcopy(m).double()
     for s in r.modules():                                      # transformers' own expert loop (grouped_mm has no float64)
         if hasattr(c := getattr(s, 'config', None), '_experts_implementation'): c._experts_implementation = 'eager'
-    st = {**dict(r.named_parameters()), **dict(r.named_buffers())}
+    box = [r, {**dict(r.named_parameters()), **dict(r.named_buffers())}]
     def ref(x):
-        with torch.no_grad(), exact_ops(torch.float64): return call(r, st, x)
+        with torch.no_grad(), exact_ops(torch.float64): return call(box[0], box[1], x)
+    ref.release = box.clear
     return ref
 
 def _forward_gap(f:Callable, params:dict, ref:Callable, X:Tensor)->float:
@@ -683,7 +685,7 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
     X = a.inputs(3, torch.Generator().manual_seed(12345))
     if ref is None: checks['forward'] = 'not run: another mask than the module\'s own'
     else:
-        rel = checks['forward'] = _forward_gap(a.f, a.params, ref, X)
+        rel = checks['forward'] = _forward_gap(a.f, a.params, ref, X); getattr(ref, 'release', list)()
         if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
                                                    f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
     key = (type(a.module).__qualname__, repr(sorted(a.meta.items())), tuple((n, tuple(p.shape)) for n, p in a.params.items()), seq_len)

@@ -145,33 +145,34 @@ def _colour_norms(hv, theta, flat, L, colours:list, budget, progress)->tuple:
     laws. Where the laws' gradients have disjoint supports each nonzero entry i of the first, s_i, is one law's ∂_i h_k and
     the second is r_k·s_i: the ratio names the law, and ‖∇h_k‖² = Σ of s_i² over its entries. An entry shared by two laws
     (s_i = g + g', r_k g + r_l g') gives a ratio that is no r (probability 1): the colour is refused, its laws left to the
-    next pass. VJPs on groups of tensors within `budget`, only those the laws move with.
+    next pass. VJPs on groups of tensors within `budget`, only those the laws move with, one group held at a time.
     Returns ({position: ‖∇h‖²}, positions refused)"""
-    cot = torch.zeros(L, dtype=theta.dtype, device=theta.device)
-    cot[torch.as_tensor([j for c in colours for j in c], device=theta.device)] = 1.
-    live = []                                                               # the groups of tensors these laws move with
-    for ts in _groups(flat, 4*8*2, budget):
-        x0, put = _on(theta, flat, ts); _, b = vjp(lambda x: hv.of(put(x)), x0)
-        if bool((b(cot)[0] != 0).any()): live.append((b, x0.numel()))
-        del x0
-    out, refused = {}, []
-    bar = tqdm(total=len(colours), desc=f'law_norms: colours (D={theta.numel()})', disable=not progress, leave=False)
-    for col in colours:
-        m = len(col); r = 1 + torch.arange(1, m + 1, dtype=theta.dtype, device=theta.device)/(m + 1)
-        C = torch.zeros(2, L, dtype=theta.dtype, device=theta.device); ix = torch.as_tensor(col, device=theta.device)
-        C[0, ix], C[1, ix] = 1., r
-        acc, ok = torch.zeros(m, dtype=theta.dtype, device=theta.device), True
-        for b, n in live:
+    dev, dt = theta.device, theta.dtype
+    cot = torch.zeros(L, dtype=dt, device=dev)
+    cot[torch.as_tensor([j for c in colours for j in c], device=dev)] = 1.
+    rs = [1 + torch.arange(1, len(c) + 1, dtype=dt, device=dev)/(len(c) + 1) for c in colours]
+    acc, ok = [torch.zeros(len(c), dtype=dt, device=dev) for c in colours], [True]*len(colours)
+    groups = _groups(flat, 4*8*2, budget)
+    bar = tqdm(total=len(groups), desc=f'law_norms: {len(colours)} colours (D={theta.numel()})', disable=not progress, leave=False)
+    for ts in groups:
+        x0, put = _on(theta, flat, ts); _, b = vjp(lambda x: hv.of(put(x)), x0); n = x0.numel(); del x0
+        if not bool((b(cot)[0] != 0).any()): bar.update(); continue               # a group these laws do not move with
+        for i, col in enumerate(colours):
+            if not ok[i]: continue
+            m, r = len(col), rs[i]
+            C = torch.zeros(2, L, dtype=dt, device=dev); C[0, col], C[1, col] = 1., r
             S = vmap(lambda c: b(c)[0])(C) if 2*4*8*n <= budget else torch.stack([b(c)[0] for c in C])
             nz = (S[0] != 0) | (S[1] != 0); s, s2 = S[0][nz], S[1][nz]; del S
             rho = s2 / s; k = ((rho - 1)*(m + 1)).round() - 1
             kk = k.clamp(0, m - 1).long()
-            if not bool(((s != 0) & (k >= 0) & (k < m) & ((rho - r[kk]).abs() <= 1e-9*r[kk])).all()): ok = False; break
-            acc += torch.bincount(kk, weights=s*s, minlength=m)
-        if ok: out.update(zip(col, acc.tolist()))
-        else: refused += col
-        bar.update()
+            if not bool(((s != 0) & (k >= 0) & (k < m) & ((rho - r[kk]).abs() <= 1e-9*r[kk])).all()): ok[i] = False; continue
+            acc[i] += torch.bincount(kk, weights=s*s, minlength=m)
+        del b; bar.update()
     bar.close()
+    out, refused = {}, []
+    for col, a, good in zip(colours, acc, ok):
+        if good: out.update(zip(col, a.tolist()))
+        else: refused += col
     return out, refused
 
 def _slice_tests(along, s, k, groups, touched, z, budget):
@@ -280,16 +281,22 @@ def _closed_norms(hv, theta, flat, budget, seed)->Optional[Tensor]:
     L, out = hv(theta).numel(), hv.norms(flat.unflatten(theta))
     if L == 0: return theta.new_zeros(0)
     out = torch.cat([v.reshape(-1) for v in (out.values() if isinstance(out, dict) else [out])]).to(theta)
-    picks, o = set(torch.randint(L, (min(_SPOT, L),), generator=torch.Generator().manual_seed(seed)).tolist()), 0
-    for s in hv.parts: n = math.prod(s); picks |= set(range(o, o + min(n, 2))); o += n
-    picks = torch.as_tensor(sorted(picks), device=theta.device)
     if out.shape != (L,): return warnings.warn(f"closed-form law norms: {tuple(out.shape)} values for {L} laws; computing them instead")
-    e2 = torch.zeros(len(picks), dtype=theta.dtype, device=theta.device)
-    for ts in _groups(flat, 8*2, budget):                  # VJPs on groups of tensors within the budget, a few laws at a time
+    cols, o = [set(torch.randint(L, (min(_SPOT, L),), generator=torch.Generator().manual_seed(seed)).tolist()), set(), set()], 0
+    for s in hv.parts: cols[1] |= {o}; cols[2] |= {o + 1} if math.prod(s) > 1 else set(); o += math.prod(s)
+    picks = sorted(set().union(*cols))                     # the random laws, the parts' first and second entries
+    got, refused = _colour_norms(hv, theta, flat, L, [picks], budget, False)      # 2 VJPs in all where their gradients are disjoint
+    if refused:                                            # else three colours (a Gram's entries share columns), then a VJP each
+        cols = [sorted(c - cols[0]) if i else sorted(c) for i, c in enumerate(cols)]
+        got, refused = _colour_norms(hv, theta, flat, L, [c for c in cols if c], budget, False)
+    picks = torch.as_tensor(picks, device=theta.device)
+    e2 = torch.as_tensor([got.get(j, 0.) for j in picks.tolist()], dtype=theta.dtype, device=theta.device)
+    left = torch.as_tensor(refused, dtype=torch.long, device=theta.device)                # laws sharing entries: a VJP each
+    for ts in (_groups(flat, 8*2, budget) if len(left) else []):                          # on groups of tensors within the budget
         x0, put = _on(theta, flat, ts); _, back = vjp(lambda x: hv.of(put(x)), x0)
-        cb = _chunk(len(picks), 16*x0.numel(), budget)
-        for i in range(0, len(picks), cb):
-            e2[i:i+cb] += vmap(lambda e: back(e)[0].pow(2).sum())(F.one_hot(picks[i:i+cb], L).to(theta.dtype))
+        cb, at = _chunk(len(left), 16*x0.numel(), budget), torch.searchsorted(picks, left)
+        for i in range(0, len(left), cb):
+            e2[at[i:i+cb]] += vmap(lambda e: back(e)[0].pow(2).sum())(F.one_hot(left[i:i+cb], L).to(theta.dtype))
         del x0, back
     exact = e2.sqrt(); err = ((out[picks] - exact).abs() / exact.clamp_min(torch.finfo(theta.dtype).tiny)).max()
     if not err <= 1e-9: return warnings.warn(f"closed-form law norms differ from the VJPs of {len(picks)} laws (relative {err:.1e}); "

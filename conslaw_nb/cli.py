@@ -286,9 +286,11 @@ def cmd_census(args)->int:
             [(Path(c).stem, c) for c in args.config] + ([(args.model_type, {'model_type': args.model_type})] if args.model_type else []))
     if not srcs: raise ValueError("give a config.json path, --published NAME (or all), or --model-type TYPE with --set sizes")
     if args.set and not args.model_type: raise ValueError("--set changes the config of --model-type; edit a config file's values in the file")
+    cache = None if args.no_cache else (args.cache or os.environ.get('CONSLAW_CACHE')
+                                        or Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'conslaw_nb')
     out = []
     for name, src in srcs:
-        c = CE.census(src, name=name, max_params=args.max_params, **_kv(args.set))
+        c = CE.census(src, name=name, max_params=args.max_params, whole=args.whole, check=args.check, cache=cache, **_kv(args.set))
         print(f"## {c.name}\n\n{c.markdown()}\n"); out.append(c.to_dict())
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str)); print(f"wrote {args.json}")
@@ -301,6 +303,12 @@ def _add_census(sub):
     c.add_argument('--model-type', default=None, help='a transformers model_type, with its sizes from --set')
     c.add_argument('--set', nargs='*', metavar='FIELD=VALUE', help='config fields, e.g. hidden_size=64 num_attention_heads=4')
     c.add_argument('--max-params', type=_at_least(1), default=5000, help='outside a formula\'s domain: the largest block counted directly')
+    c.add_argument('--whole', action='store_true', help="also the whole model's count (whole twins counted: about a minute per family)")
+    c.add_argument('--check', action='store_true', help="also build each stated block at the config's own sizes (float64, generic "
+                   "weights) and check its laws there (a Llama-3-8B layer: about a minute and 8 GB)")
+    c.add_argument('--cache', default=None, metavar='DIR', help="where the formulas established are kept for later runs (default "
+                   "$CONSLAW_CACHE, else ~/.cache/conslaw_nb): a family's twins are counted once per package version")
+    c.add_argument('--no-cache', action='store_true', help='compute every formula afresh and keep none')
     c.add_argument('--json', default=None, metavar='PATH', help='write the census rows as JSON')
     c.set_defaults(func=cmd_census)
 

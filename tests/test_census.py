@@ -163,3 +163,27 @@ def test_deepseek_mla_formula_at_a_new_twin():
     f, shapes, inputs = _twin_model(mt, cfg, g, s, {})
     n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(4)), inputs, seed=4)
     assert n.status == 'ok' and n.n_laws == l.fit.predict(**s)
+
+
+def test_check_builds_each_stated_block_at_its_own_sizes(llama):
+    "census(check=True): each stated block is built at the config's sizes (here a narrow Llama: the rule is the same at 8B) and its"
+    " laws checked there; without check nothing is claimed"
+    c = census(published()['llama-3-8b'], hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
+               head_dim=64, check=True)
+    for r in c.rows:
+        assert r.check.startswith('checked at its own sizes') and r.check_rel is not None and r.check_rel < 1e-12, (r.block, r.check)
+        assert f'D = {r.D:,}' in r.check and 'its stated count' in r.check                 # the twin's count beside the stated one
+    assert all(r.check == '' and r.check_rel is None for r in llama.rows)
+    assert 'checked at its own sizes' in c.markdown() and c.to_dict()['rows'][0]['check_rel'] == c.rows[0].check_rel
+
+
+def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):
+    "A later census of the same family reads the formulas an earlier one established (one file per package version) and gives the"
+    " same rows, saying where it read them"
+    from conslaw_nb import census as CE
+    for k, l in list(CE._FORMULAS.items()): CE._remember(k, l, tmp_path)       # what the fixture's census writes with a cache
+    monkeypatch.setattr(CE, '_FORMULAS', {})
+    c = census(published()['llama-3-8b'], cache=tmp_path)
+    assert [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in c.rows] == \
+           [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in llama.rows]
+    assert all(str(CE.formula_cache(tmp_path)) in r.law.reason for r in c.rows)

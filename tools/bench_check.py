@@ -3,6 +3,8 @@
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_check.py                  # full width: Llama-3-8B attention and MLP, Qwen3-MoE d = 1024
     OMP_NUM_THREADS=2 .venv/bin/python tools/bench_check.py --old            # also the old check (HEAD's pde.py) where it fits
     .venv/bin/python tools/bench_check.py --blocks mlp --widths small        # the narrower blocks the old check fits
+    OMP_NUM_THREADS=2 .venv/bin/python tools/bench_check.py --census llama-3-8b  # the census row: from the config alone, then with
+                                                                              # every stated block built at its own sizes and checked
 
 Each block is built in float64 from its transformers config (no download), put at a generic point (`init_generic`) and read
 by `adapt(block, check=True)`: the forward check, `check_laws` at full width, and past `COUNT_MAX_D` the count on a small twin.
@@ -74,7 +76,23 @@ if __name__ == '__main__':
     ap.add_argument('--widths', default='full', choices=('full', 'small'))
     ap.add_argument('--old', action='store_true', help="also HEAD's check, where it fits --max-gb")
     ap.add_argument('--max-gb', type=float, default=9.)
+    ap.add_argument('--census', default=None, metavar='NAME', help='a published config: time and peak of census(NAME), then census(NAME, check=True)')
     a = ap.parse_args()
+    if a.census:
+        import warnings; warnings.simplefilter('ignore')
+        from conslaw_nb.census import census, published
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+        import tempfile, conslaw_nb.census as CE
+        cache = tempfile.mkdtemp()
+        for what, check in (('formulas computed (first census of the family)', False), ('formulas read from the cache', False),
+                            ('with every stated block checked at its own sizes', True)):
+            if what.startswith('formulas read'): CE._FORMULAS.clear()           # a new process: only the cache file remains
+            reset_hwm(); base = rss_gb(); t = time.perf_counter()
+            c = census(published()[a.census], name=a.census, check=check, cache=cache)
+            dt, peak = time.perf_counter() - t, hwm_gb()
+            print(f"census {a.census}, {what}: {dt:.1f} s, peak {peak:.2f} GB (at start {base:.2f} GB)")
+            for r in c.rows: print(f"  {r.block} ({r.cls}): {r.value} laws; {r.check or 'not checked'}")
+        sys.exit(0)
     old = old_pde() if a.old else None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     print(f"{'block':72s} {'check':6s} {'D':>11s} {'seconds':>8s} {'peak GB':>8s} {'at start':>8s} {'weights':>8s}")
