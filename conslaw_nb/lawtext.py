@@ -256,8 +256,9 @@ def _gram_key(terms:list, blocks:list):
 _IDX = {'rownorm': 0, 'colnorm': 1, 'rowsum': 0, 'colsum': 1}
 
 def _index_key(terms:list, blocks:list):
-    "((signature, n, width), i) when every term is at one index i (or slice i:i+width) of an axis of size n, else None"
-    sig, i0, width, dims = [], None, None, set()
+    """((signature, n, width), i) when every term is at one index i (or slice i:i+width) of an axis of size n, or, for single
+    indices, at i + a fixed offset (RoPE's pairs (i, i + dk/2): ‖Q[:, i]‖² + ‖Q[:, i+2]‖² − …), else None"""
+    sig, at, width, dims = [], [], None, set()
     for c, kind, bi, idx in terms:
         b = blocks[bi] if bi is not None else None
         w = 1
@@ -265,10 +266,12 @@ def _index_key(terms:list, blocks:list):
         elif kind in ('rowslice', 'colslice'): d, w = b.shape[0 if kind == 'rowslice' else 1], idx[1] - idx[0]
         elif kind in ('e2', 'e') and len(b.shape) == 1: d = b.shape[0]
         else: return None
-        if i0 is not None and (idx[0], w) != (i0, width): return None
-        i0, width = idx[0], w; sig.append((c, kind, bi)); dims.add(d)
-    if len(dims) != 1 or i0 is None or i0 % width: return None
-    return (tuple(sig), dims.pop(), width), i0
+        if width is not None and w != width: return None
+        width = w; sig.append((c, kind, bi)); dims.add(d); at.append(idx[0])
+    if len(dims) != 1 or not at or min(at) % width: return None
+    i0 = min(at); off = tuple(a - i0 for a in at)
+    if width > 1 and any(off): return None                # slices move together (2j:2j+2), never apart
+    return (tuple(s + (o,) for s, o in zip(sig, off)), dims.pop(), width), i0
 
 # %% ../nbs/10_lawtext.ipynb #3ffbcede
 _GRAM = {'G_col': '{N}ᵀ{N}', 'G_row': '{N}{N}ᵀ', 'G_vec': '{N} {N}ᵀ'}
@@ -331,9 +334,11 @@ def _merge_slices(groups:list, blocks:list)->list:
 # %% ../nbs/10_lawtext.ipynb #cf3f8913
 def _index_expr(sig:tuple, blocks:list, idxs:list, m:int, w:int)->tuple:
     "(expression, kind) of laws over one index: a vector (`W.sum(0)`) when every index of a plain sum is there, else a family"
-    if idxs == list(range(m)) and w == 1 and all(k in _VEC for _, k, _ in sig):
-        return ''.join(_coef_str(c, j == 0) + _VEC[k].format(N=blocks[bi].name) for j, (c, k, bi) in enumerate(sig)), 'vector'
-    expr = ''.join(_coef_str(c, j == 0) + _FAM[k].format(N=blocks[bi].name, w=w) for j, (c, k, bi) in enumerate(sig))
+    m -= max(o for *_, o in sig)                          # a term at i + o: i runs below m − o
+    if idxs == list(range(m)) and w == 1 and all(k in _VEC and not o for _, k, _, o in sig):
+        return ''.join(_coef_str(c, j == 0) + _VEC[k].format(N=blocks[bi].name) for j, (c, k, bi, _) in enumerate(sig)), 'vector'
+    at = lambda t, o: t if not o else t.replace('[i', f'[i+{o}').replace(', i]', f', i+{o}]')
+    expr = ''.join(_coef_str(c, j == 0) + at(_FAM[k], o).format(N=blocks[bi].name, w=w) for j, (c, k, bi, o) in enumerate(sig))
     return expr + _range_str('i' if w == 1 else 'j', idxs, m), 'family'
 
 def _index_groups(laws:list, blocks:list, used:set)->tuple:
