@@ -318,12 +318,20 @@ def _layout_key(model_type:str, cfg:dict)->str:
     return json.dumps({k: v for k, v in sorted(cfg.items()) if k not in skip and not k.endswith('_token_id')}, sort_keys=True, default=str)
 
 # %% ../nbs/21_census.ipynb #a1c0f3e8
+def _code_key()->str:
+    "A digest of the package's source and the transformers version: the code that establishes a formula, and the blocks it reads"
+    import hashlib, transformers
+    h = hashlib.sha256(transformers.__version__.encode())
+    for p in sorted(Path(conslaw_nb.__file__).parent.glob('*.py')): h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
 def formula_cache(cache=None)->Optional[Path]:
     """The file where the census keeps the formulas it established, one per block family and layout, so that a later census of
     the same family reads them instead of counting its twins again: `cache` (a folder), else the folder $CONSLAW_CACHE names,
-    else none (every formula computed in this process). Keyed by the package version: a new version computes afresh"""
+    else none (every formula computed in this process). Keyed by the package's version and source and transformers' version:
+    any change to the code that computes them computes them afresh"""
     d = cache if cache is not None else os.environ.get('CONSLAW_CACHE')
-    return Path(d)/f"census-formulas-{conslaw_nb.__version__}.json" if d else None
+    return Path(d)/f"census-formulas-{conslaw_nb.__version__}-{_code_key()}.json" if d else None
 
 def _law_json(l:BlockLaw)->dict:
     dm = l.domain

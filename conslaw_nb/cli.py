@@ -307,7 +307,7 @@ def _add_census(sub):
     c.add_argument('--check', action='store_true', help="also build each stated block at the config's own sizes (float64, generic "
                    "weights) and check its laws there (a Llama-3-8B layer: about a minute and 8 GB)")
     c.add_argument('--cache', default=None, metavar='DIR', help="where the formulas established are kept for later runs (default "
-                   "$CONSLAW_CACHE, else ~/.cache/conslaw_nb): a family's twins are counted once per package version")
+                   "$CONSLAW_CACHE, else ~/.cache/conslaw_nb): a family's twins are counted once per version of the code")
     c.add_argument('--no-cache', action='store_true', help='compute every formula afresh and keep none')
     c.add_argument('--json', default=None, metavar='PATH', help='write the census rows as JSON')
     c.set_defaults(func=cmd_census)
