@@ -319,14 +319,15 @@ def _attention_laws(V:Callable, H:int, Hkv:int, rope:bool, qknorm, k_bias:bool, 
     def rows(P): return to_rows(laws(P))
     def controls(P): return ctrl(parts(P))
     def grad_norms(P):                                    # a Gram entry (a, b) moves columns a and b of its head: ‖∇‖² = c_a + c_b,
-        s = parts(P); w = s['w']                          # 4 c_a on the diagonal; a sum of squares moves each entry by 2x
+        w = V(P)                                          # 4 c_a on the diagonal; a sum of squares moves each entry by 2x
         def N(c): return c[..., :, None] + c[..., None, :] + torch.diag_embed(2*c)
-        cv = s['GV'].diagonal(0, 1, 2) + bb(w['bv'], Hkv)
-        out, cq = {'VO': N(cv) + grp(N(s['GO'].diagonal(0, 1, 2)))}, s['cq'] + bb(w['bq'], H)
+        def cols(W, h, out=False): return (_out_view(W, h) if out else _heads_view(W, h)).pow(2).sum(1)   # c, without the Grams
+        cv, ck = cols(w['v'], Hkv) + bb(w['bv'], Hkv), cols(w['k'], Hkv) + bb(w['bk'] if kb else None, Hkv)
+        out, cq = {'VO': N(cv) + grp(N(cols(w['o'], H, True)))}, cols(w['q'], H) + bb(w['bq'], H)
         if qknorm is not None:
             out['QK'] = 4*(pair((w['wq'] + offset)**2) + pair((w['wk'] + offset)**2))
-            if qknorm == 0: out['Q_scale'], out['K_scale'] = 4*cq.sum(1), 4*s['ck'].sum(1)
-        else: out['QK'] = 4*(grp(pair(cq)) + pair(s['ck'])) if rope else grp(N(cq)) + N(s['GK'].diagonal(0, 1, 2))
+            if qknorm == 0: out['Q_scale'], out['K_scale'] = 4*cq.sum(1), 4*ck.sum(1)
+        else: out['QK'] = 4*(grp(pair(cq)) + pair(ck)) if rope else grp(N(cq)) + N(ck)
         if k_bias and not kb: out['k_bias'] = torch.ones_like(w['bk'])
         return {k: v.sqrt() for k, v in out.items()}
     laws.grad_norms = grad_norms
@@ -689,15 +690,14 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
         if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
                                                    f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
     key = (type(a.module).__qualname__, repr(sorted(a.meta.items())), tuple((n, tuple(p.shape)) for n, p in a.params.items()), seq_len)
+    D = sum(p.numel() for p in a.params.values())
     if key in _CHECKED: checks['laws'], checks['laws_at'] = _CHECKED[key], 'another block of this structure, checked first'
     else:
-        D = sum(p.numel() for p in a.params.values())
         n = CHECK_SAMPLES if D <= WIDE_D else CHECK_SAMPLES_WIDE
         k = check_laws(a.laws, a.f, a.params, a.inputs, n_samples=n); checks['laws'], checks['laws_inputs'] = k.max_rel, n
         if not k.max_rel <= law_tol(): raise NotStated(f"{name}: the laws adapt states do not hold: largest relative <∇h, ∇f> = "
                                                        f"{k.max_rel:.1e} (tolerance {law_tol():.1e})")
         _CHECKED[key] = k.max_rel
-    D = sum(p.numel() for p in a.params.values())
     if D > count_max_D: checks['count'] = _count_check(a, seq_len, causal, count_max_D); return checks
     c = _COUNTED.get(key) or count_laws(a.f, a.params, a.inputs, progress=False); checks['count'] = c
     if c.status == 'ok': _COUNTED[key] = c
