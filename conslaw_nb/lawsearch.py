@@ -17,6 +17,7 @@ from torch.func import jacrev
 from .core import Flat, random_params, draw_inputs, output_dim, normalize_rows, law_tol, check_choice
 from .rank import rank_decision
 from .pde import jacobian_rows, output_projector, LOSSES
+from .rows import output_basis
 
 # %% ../nbs/09_lawsearch.ipynb #9265694f
 COL_FLOOR = 1e-6      # a constraint column's scale is floored at this fraction of the largest: a primitive whose column is
@@ -169,11 +170,7 @@ class _RunningQR:
 # %% ../nbs/09_lawsearch.ipynb #ba92ea7c
 def loss_directions(loss:str, K:int, dtype=torch.float64, device=None)->Optional[Tensor]:
     "None under 'any'/'mse' (every output k), else (K−1, K) orthonormal rows spanning `output_projector('ce', K)`"
-    check_choice('loss', loss, LOSSES)
-    if loss != 'ce': return None
-    if K < 2: raise ValueError(f"loss='ce' needs at least 2 outputs (logits); the model has K={K}: with one logit the "
-                               "cross-entropy is constant and every parameter is conserved. Use loss='any' or 'mse'")
-    return torch.linalg.qr(output_projector(loss, K, dtype, device)[:, :K-1]).Q.T
+    return None if check_choice('loss', loss, LOSSES) != 'ce' else output_basis(loss, K, dtype, device)   # the engine's one basis
 
 def _sampler(fn, params:dict, ansatz:Ansatz, sample_inputs, n_inputs, g:torch.Generator, dtype, loss:str='any'):
     "`batch()`: the constraint rows at one fresh random θ, with `n_inputs` inputs (default ⌈D/K'⌉ + 2) drawn there"

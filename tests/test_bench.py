@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 from conslaw_nb.pde import count_laws
-from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, judge, timed,
-                              taking_turns, _width_count, _turns, fit_exponent, BenchConfig, power_fit, TARGETS)
+from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, timed,
+                              taking_turns, turn_range, fit_exponent, power_fit)
+from conslaw_nb.bench_run import judge, _width_count, BenchConfig, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_case(3, 5), 'mha': mha_case(2, 4, 2, 3), 'rope': mha_case(2, 4, 2, 3, rope=True)}
@@ -92,8 +93,8 @@ def test_taking_turns_calls_each_in_turn_and_keeps_every_time():
     (ra, ta, pa), (rb, tb, pb) = taking_turns([lambda: calls.append('a') or 1, lambda: calls.append('b') or 2], n=4)
     assert (ra, rb) == (1, 2) and calls == ['a', 'b']*4 and len(ta) == len(tb) == 4 and min(ta + tb + [pa, pb]) >= 0
 
-def test_turns_gives_the_range_of_the_per_turn_ratios():
-    assert _turns(dict(turn_ratios=[1.1, 0.9, 1.25])) == '×0.90–×1.25' and _turns(dict()) == 'n/a'
+def test_turn_range_gives_the_range_of_the_per_turn_ratios():
+    assert turn_range(dict(turn_ratios=[1.1, 0.9, 1.25])) == '×0.90–×1.25' and turn_range(dict()) == 'n/a'
 
 def test_width_count_target_reads_auto_and_misses_a_wrong_count():
     r = dict(d=64, D=24576, theory=128, methods=['gram', 'auto'], gram_s=300., gram_MB=3000., gram_laws=128, gram_status='ok',

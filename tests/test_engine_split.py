@@ -1,5 +1,6 @@
-"""The engine split (issue 38, item 1): pde re-exports what moved to rows, regions, solvers and checks, so every
-`from conslaw_nb.pde import NAME` of before still works; no engine module passes 700 lines or 8 positional parameters
+"""The engine split (issue 38, item 1): pde re-exports what moved to rows, regions, solvers and checks, so every public
+`from conslaw_nb.pde import NAME` of before still works; `count_laws` takes at most 10 parameters, its knobs in one options
+object per method; one name per solver, everywhere; no private name crosses between the engine's modules; no engine module passes 700 lines or 8 positional parameters
 a function; and the saturation loop is one function, used by the dense path and by the paths past it alike."""
 import ast, inspect
 from pathlib import Path
@@ -9,14 +10,13 @@ from conslaw_nb import pde, rows, regions, solvers, checks
 from conslaw_nb.core import gaussian_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE = ('pde', 'rows', 'regions', 'solvers', 'checks')
+ENGINE = ('pde', 'rows', 'regions', 'solvers', 'checks', 'bench', 'bench_run')
 MOVED = {rows: ['jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket_rows', 'bracket_fd_error', 'LOSSES', 'output_projector',
-                '_bracket_stack', '_output_basis', '_THETA_SCALE_FLOOR'],
-         regions: ['piecewise_ops', 'good_turing', '_Regions', '_PiecewiseProbe', '_region_ids'],
-         solvers: ['Span', 'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE', 'LU_SETTLE', 'LU_STEPS', '_Ambiguous', '_Gram',
-                   '_Complement', '_iterative_span', '_tri_solve', '_hartley_mix', '_random_mix', '_smooth', '_lu_perm'],
-         checks: ['law_gradients', 'LawCheck', 'law_norms', 'check_laws', 'laws_rank', '_law_fn', '_n_args', '_check_law_fn',
-                  '_check_model_arg', '_check_order', '_CHECK_BUDGET']}
+                'output_basis'],
+         regions: ['piecewise_ops', 'good_turing', 'Regions'],
+         solvers: ['Span', 'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE', 'LU_SETTLE', 'LU_STEPS', 'Ambiguous', 'NULL_SOLVERS',
+                   'null_space'],
+         checks: ['law_gradients', 'LawCheck', 'law_norms', 'check_laws', 'laws_rank', 'n_args', 'check_law_args']}
 
 @pytest.mark.parametrize('mod', list(MOVED), ids=lambda m: m.__name__.split('.')[-1])
 def test_pde_reexports_what_moved(mod):
@@ -53,3 +53,41 @@ def test_one_in_place_cholesky():
     "The Gram paths factor M + σI by one function (`solvers._chol_in_place`), shift-invert and the preconditioner alike"
     src = (ROOT/'conslaw_nb'/'solvers.py').read_text()
     assert src.count('cholesky_ex(') == 1 and src.count('_chol_in_place(G.M') == 2
+
+
+def test_count_laws_takes_at_most_ten_parameters():
+    ps = inspect.signature(pde.count_laws).parameters
+    assert len(ps) <= 10, list(ps)
+    assert [n for n, p in ps.items() if p.kind == p.KEYWORD_ONLY] == ['method', 'loss', 'seed', 'options', 'progress', 'device']
+
+def test_one_name_per_solver():
+    "METHODS, OPTIONS, the solvers' registry, `LawCount.method` and `solver['solver']` all use one name for each solver"
+    assert set(pde.METHODS) == {'auto', 'dense'} | set(solvers.NULL_SOLVERS) == set(pde.OPTIONS)
+    assert set(solvers.NULL_SOLVERS) == {'gram', 'lobpcg', 'shift-invert', 'lu'}
+    for m in ('gram', 'lobpcg', 'lu'):
+        c = pde.count_laws(_linear2, {'U': (4, 2), 'V': (3, 2)}, gaussian_inputs(3), method=m, progress=False)
+        assert (c.method, c.solver['solver'], c.n_laws) == (m, m, 3), c
+    with pytest.raises(ValueError, match="method='iterative' is now called 'lobpcg'"):
+        pde.count_laws(_linear2, {'U': (4, 2), 'V': (3, 2)}, gaussian_inputs(3), method='iterative')
+
+def test_options_one_object_per_method():
+    "A dict or the method's options object; an unknown key refused with the valid ones; the old keywords still count, with a warning"
+    args = (_linear2, {'U': (4, 2), 'V': (3, 2)}, gaussian_inputs(3))
+    c0 = pde.count_laws(*args, method='dense', options=dict(patience=40))
+    assert pde.count_laws(*args, method='dense', options=pde.CountOptions(patience=40)).dims_by_depth == c0.dims_by_depth
+    with pytest.raises(ValueError, match=r"`options` has \['frob'\], which method='dense' does not take: its options are \['n_samples'"):
+        pde.count_laws(*args, method='dense', options={'frob': 1})
+    with pytest.raises(ValueError, match=r"max_iters: an option of method=\['auto', 'gram', 'lobpcg'\]"):
+        pde.count_laws(*args, method='lu', options={'max_iters': 5})
+    with pytest.warns(DeprecationWarning, match='deprecated'): old = pde.count_laws(*args, method='dense', patience=40)
+    assert (old.n_laws, old.dims_by_depth, old.n_samples) == (c0.n_laws, c0.dims_by_depth, c0.n_samples)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frob'"): pde.count_laws(*args, frob=1)
+    assert pde.count_laws(*args).n_samples == pde.count_laws(*args, options=pde.LobpcgOptions()).n_samples   # the defaults: today's
+
+def test_no_private_name_crosses_the_engine():
+    "The engine's modules and the benchmark's import no private name of another conslaw_nb module"
+    for m in ENGINE:
+        for node in ast.walk(ast.parse((ROOT/'conslaw_nb'/f'{m}.py').read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                bad = [a.name for a in node.names if a.name.startswith('_') and not a.name.startswith('__')]
+                assert not bad, f"conslaw_nb/{m}.py imports {bad} from .{node.module}"

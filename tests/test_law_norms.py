@@ -2,14 +2,15 @@
 import pytest, torch
 from torch.func import jacrev
 from conslaw_nb.core import Flat, random_params, gaussian_inputs
-from conslaw_nb.pde import law_norms, _law_fn, check_laws, linear_head
+from conslaw_nb.pde import law_norms, check_laws, linear_head
+from conslaw_nb.checks import law_fn
 from conslaw_nb.ffn import swiglu_problem
 from conslaw_nb.attention import mha_problem
 from conslaw_nb.moe import moe_problem
 
 def _setup(h, params):
     p = {k: v.to(torch.float64) for k, v in params.items()}
-    flat = Flat(p); th = flat.flatten(p); hv = _law_fn(h, flat)
+    flat = Flat(p); th = flat.flatten(p); hv = law_fn(h, flat)
     return hv, th, flat, jacrev(hv)(th).norm(dim=1)
 
 PROBLEMS = {'swiglu': lambda: swiglu_problem(5, 9), 'mha': lambda: mha_problem(2, 6, 3, 4, T=3),

@@ -30,7 +30,7 @@ def test_two_layer_linear(n, r, m, seed):
 def test_two_layer_relu(n, r, m, seed):
     "ReLU net with r hidden units and n ≥ 3 inputs: r laws ‖U[:, j]‖² − ‖V[:, j]‖²"
     p = random_params({'U': (m, r), 'V': (n, r)}, torch.Generator().manual_seed(seed))
-    c = count_laws(relu2, p, gauss(n), seed=seed, patience=256)
+    c = count_laws(relu2, p, gauss(n), seed=seed, options=dict(patience=256))
     assert (c.status, c.n_laws) == ('ok', r), c
     h = lambda q: (q['U']**2).sum(0) - (q['V']**2).sum(0)
     assert check_laws(h, relu2, p, gauss(n), seed=seed).max_rel < 1e-10

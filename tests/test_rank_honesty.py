@@ -22,7 +22,7 @@ def honest(c, expected):
 def test_float32_never_wrong(seed):
     n, r, m = 4, 3, 4
     p = random_params({'U': (m, r), 'V': (n, r)}, torch.Generator().manual_seed(seed), dtype=torch.float32)
-    c = count_laws(linear2, p, gauss(n, torch.float32), seed=seed, dtype=torch.float32)
+    c = count_laws(linear2, p, gauss(n, torch.float32), seed=seed, options=dict(dtype=torch.float32))
     honest(c, r*(r+1)//2); tally('float32')
 
 @pytest.mark.parametrize('scale', [1e-6, 1e-3, 1e3, 1e6])
@@ -55,7 +55,7 @@ def test_too_few_fixed_samples_raise():
 
 def test_capped_samples_are_ambiguous_not_wrong():
     "A cap too small to saturate the span gives 'ambiguous' with a reason"
-    c = count_laws(linear2, {'U': (5, 4), 'V': (5, 4)}, gauss(5), n_samples=2, max_samples=3)
+    c = count_laws(linear2, {'U': (5, 4), 'V': (5, 4)}, gauss(5), options=dict(n_samples=2, max_samples=3))
     assert c.status == 'ambiguous' and 'max_samples' in c.reason
 
 def test_rank_decision_scale_invariant():

@@ -4,7 +4,7 @@ This is a benchmark, not a test: it never fails on a missed target, it says by h
 The benchmark itself is `conslaw_nb.bench` (nbs/19_bench.ipynb); this script only reads the command line.
 Usage: python tools/bench.py [--device cpu|cuda] [--quick] [--out bench.json]"""
 import argparse
-from conslaw_nb.bench import BenchConfig, run_benchmark
+from conslaw_nb.bench_run import BenchConfig, run_benchmark
 
 def parse(argv=None)->BenchConfig:
     "The command line as a `BenchConfig`"

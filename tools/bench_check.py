@@ -12,7 +12,7 @@ Peak memory is the process's resident high-water mark (VmHWM) over that call alo
 current resident size before each call, so it includes the block's own weights and `adapt`'s float64 copy of them.
 The old check is HEAD's `conslaw_nb/pde.py` loaded beside the new one, swapped into `adapters.check_laws` for its row; a row
 whose old check would pass `--max-gb` (its n_dirs·D float64 gradients alone, 8 of them) is skipped and says so."""
-import argparse, importlib.util, os, resource, subprocess, sys, time
+import argparse, importlib, io, os, resource, subprocess, sys, tarfile, tempfile, time
 from pathlib import Path
 import torch
 
@@ -35,12 +35,13 @@ def reset_hwm():
     except OSError: pass
 
 def old_pde():
-    "HEAD's pde.py as a module of the package (its relative imports resolve)"
-    src = subprocess.run(['git', 'show', 'HEAD:conslaw_nb/pde.py'], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    spec = importlib.util.spec_from_loader('conslaw_nb._pde_head', loader=None)
-    mod = importlib.util.module_from_spec(spec); mod.__package__ = 'conslaw_nb'
-    exec(compile(src, 'HEAD:conslaw_nb/pde.py', 'exec'), mod.__dict__)
-    return mod
+    """HEAD's pde.py: HEAD's whole package, extracted beside this one as `conslaw_nb_head` (its relative imports resolve
+    inside it, so HEAD's pde reads HEAD's rows, solvers and checks, whatever their names are now)"""
+    tmp = Path(tempfile.mkdtemp())
+    tar = subprocess.run(['git', 'archive', 'HEAD', 'conslaw_nb'], cwd=ROOT, capture_output=True, check=True).stdout
+    tarfile.open(fileobj=io.BytesIO(tar)).extractall(tmp); (tmp/'conslaw_nb').rename(tmp/'conslaw_nb_head')
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module('conslaw_nb_head.pde')
 
 def blocks(widths):
     import transformers as tf
@@ -82,7 +83,7 @@ if __name__ == '__main__':
         import warnings; warnings.simplefilter('ignore')
         from conslaw_nb.census import census, published
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
-        import tempfile, conslaw_nb.census as CE
+        import conslaw_nb.census as CE
         cache = tempfile.mkdtemp()
         for what, check in (('formulas computed (first census of the family)', False), ('formulas read from the cache', False),
                             ('with every stated block checked at its own sizes', True)):
