@@ -12,7 +12,7 @@ from torch import nn, Tensor
 from . import blocks
 from .core import check_params, check_finite, check_int, check_choice, gaussian_inputs
 from .pde import Problem
-from .blocks import sinusoidal_pe, _check_pairs
+from .blocks import sinusoidal_pe, check_pairs
 
 # %% ../nbs/05_attention.ipynb #f94466ab
 def _check_qkvo(p:dict, where='params'):
@@ -42,21 +42,21 @@ def mha(
     causal:bool=False,    # mask position q > p out of query p's softmax
     pe=None,              # None, 'sinusoidal', or a (T, d) tensor P added to X
     rope:bool=False,      # rotate queries and keys with `apply_rope`
-    rope_base:float=10000.,
+    rope_base:float=10000., # RoPE frequency base
     rope_pairs:str='half', # column pairing of RoPE, see `apply_rope`
     mask:Tensor=None,     # `blocks.attention`'s hook: a score bias (float) or where queries attend (bool)
     qk=None,              # `blocks.attention`'s hook: (q, k) -> (q, k) on the per-head queries and keys, before RoPE
+    kernel=None,          # `blocks.attention`'s hook: (q, k, v) -> per-head outputs in place of the softmax (linear attention)
 )->Tensor:                # (T, d)
     "Multi-head attention Σ_i softmax(X Q_i K_{g(i)}ᵀ Xᵀ/√dk) X V_{g(i)} O_iᵀ (g(i) = i // (H/H_kv)), through `blocks.attention`"
-    H, d, dk, dv = _check_qkvo(params)
+    H, d, dk, dv = _check_qkvo(params); Hkv = params['K'].shape[0]
     check_finite(params)                                         # skipped under vmap, where it cannot run
-    Hkv = params['K'].shape[0]
     if not isinstance(X, Tensor): raise TypeError(f"`X` must be a tensor: a sequence (T, d) with d = {d}, got {type(X).__name__}")
     if X.dim() < 2 or X.shape[-1] != d: raise ValueError(f"`X` has shape {tuple(X.shape)}: pass a sequence (T, d) with d = {d}, the width of Q")
     T = X.shape[-2]
     if T == 0: raise ValueError("`X` has sequence length T = 0: pass at least one position")
     if rope and dk % 2: raise ValueError(f"rope=True needs an even dk, got odd dk = {dk}: use an even per-head width")
-    _check_pairs(rope_pairs, 'rope_pairs')
+    check_pairs(rope_pairs, 'rope_pairs')
     if isinstance(pe, str):
         if pe != 'sinusoidal': raise ValueError(f"`pe` = {pe!r}: use None, 'sinusoidal' or a (T, d) tensor")
         pe = sinusoidal_pe(T, d, X.device, X.dtype)
@@ -65,7 +65,8 @@ def mha(
         if pe.shape[-2:] != (T, d): raise ValueError(f"`pe` has shape {tuple(pe.shape)} but X is {(T, d)}: pass a (T, d) encoding")
         X = X + pe
     w = linear_weights(params)
-    return blocks.attention(X, w['q'], w['k'], w['v'], w['o'], H, Hkv, causal, rope, rope_base, rope_pairs, backend='math', mask=mask, qk=qk)
+    return blocks.attention(X, w['q'], w['k'], w['v'], w['o'], H, Hkv, causal, rope, rope_base, rope_pairs, backend='math', mask=mask, qk=qk,
+                            kernel=kernel)
 
 # %% ../nbs/05_attention.ipynb #964853e7
 def _pos(**kw):
@@ -78,19 +79,32 @@ def _kv(H, n_kv_heads):
     if H % n_kv_heads: raise ValueError(f"`n_kv_heads` = {n_kv_heads} does not divide H = {H}: grouped-query attention needs H_kv | H")
     return n_kv_heads
 
-def mha_theory(H:int, dk:int, dv:int, n_kv_heads:int=None)->int:
+def mha_theory(
+    H:int,               # query heads
+    dk:int,              # query/key width per head
+    dv:int,              # value width per head
+    n_kv_heads:int=None, # key/value heads H_kv (divides H); None: H
+)->int:
     "Number of independent laws of H-head attention with H_kv key/value heads (Thm 4.3; H_kv = H): H_kv·(dk(dk+1)/2 + dv(dv+1)/2)"
     _pos(H=H, dk=dk, dv=dv)
     return _kv(H, n_kv_heads)*(dk*(dk+1)//2 + dv*(dv+1)//2)
 
-def rope_theory(H:int, dk:int, dv:int, n_kv_heads:int=None)->int:
+def rope_theory(
+    H:int,               # query heads
+    dk:int,              # query/key width per head (even)
+    dv:int,              # value width per head
+    n_kv_heads:int=None, # key/value heads H_kv (divides H); None: H
+)->int:
     "Number of independent laws of H-head RoPE attention with H_kv key/value heads (Thm 4.4; H_kv = H): H_kv·(dk/2 + dv(dv+1)/2)"
     _pos(H=H, dk=dk, dv=dv)
     if dk % 2: raise ValueError(f"dk = {dk} is odd: RoPE needs an even per-head width")
     return _kv(H, n_kv_heads)*(dk//2 + dv*(dv+1)//2)
 
+# %% ../nbs/05_attention.ipynb #aa4400fe
 def mha_span_theory(
-    H:int, dk:int, dv:int,
+    H:int,       # heads
+    dk:int,      # query/key width per head
+    dv:int,      # value width per head
     d:int=None,  # model width; when given, widths above it lose the (dk−d)² and (dv−d)² generators that vanish
 )->int:
     "D − dim W(θ) for (multi-head, H_kv = H) attention: the H·(dk² + dv²) directions the span alone leaves, before brackets"
@@ -227,7 +241,7 @@ def rope_laws(
     pairs:str='half',     # the model's RoPE pairing: 'half' (j, j+dk/2), as `mha`, or 'adjacent' (2j, 2j+1)
 )->dict:                  # {'QK': (H_kv, dk//2), 'VO': (H_kv, dv, dv)}
     "Conserved quantities of RoPE attention per key/value head j: Σ_{i∈G_j} ‖Q_i^(p)‖_F² − ‖K_j^(p)‖_F² per column pair p, and the VO laws"
-    _check_pairs(pairs)
+    check_pairs(pairs)
     p = attention_params(p, num_heads)
     dk, Hkv = p['Q'].shape[-1], p['K'].shape[0]
     if dk % 2: raise ValueError(f"dk = {dk} is odd: RoPE needs an even per-head width")
@@ -238,7 +252,10 @@ def rope_laws(
 
 # %% ../nbs/05_attention.ipynb #69aec30f
 def mha_problem(
-    H:int, d:int, dk:int, dv:int=None,  # heads and widths (dv defaults to dk)
+    H:int,                               # heads
+    d:int,                               # model width
+    dk:int,                              # query/key width per head
+    dv:int=None,                         # value width per head; None: dk
     T:int=3,                             # tokens per input sequence
     pe=None,                             # None or 'sinusoidal' (absolute positions added to X)
     rope:bool=False,                     # rotary positions (Thm 4.4) instead
@@ -265,10 +282,14 @@ def mha_laws_fn(
     if pairs is None:
         blk = module.get_submodule(prefix[:-1]) if prefix else module
         pairs = getattr(blk, 'rope_pairs', None) or 'half'
-    _check_pairs(pairs)
+    check_pairs(pairs)
     if rope: return lambda params: rope_laws(_qkvo(k, prefix, H, Hkv, params), pairs=pairs)
     return lambda params: mha_laws(_qkvo(k, prefix, H, Hkv, params))
 
-def rope_laws_fn(module:nn.Module, num_heads:int=None, pairs:str=None):
+def rope_laws_fn(
+    module:nn.Module,     # as `mha_laws_fn`
+    num_heads:int=None,   # override of the query head count, see `attention_params`
+    pairs:str=None,       # RoPE pairing; None: the module's `rope_pairs`, else 'half'
+):
     "`h(params)` giving `rope_laws` from a dict keyed by `module`'s own parameter names (pairing as in `mha_laws_fn`)"
     return mha_laws_fn(module, num_heads, rope=True, pairs=pairs)

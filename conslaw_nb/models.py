@@ -72,7 +72,7 @@ class Block(nn.Module):
         head_dim:int=None,     # per-head width; None: d // n_head
         causal:bool=False,     # causal mask
         rope:bool=False,       # rotary positions ('half' pairing, as transformers)
-        rope_theta:float=10000.,
+        rope_theta:float=10000.,  # RoPE frequency base
         n_experts:int=0,       # 0: SwiGLU MLP; > 0: MoE of that many SwiGLU experts
         top_k:int=2,           # experts kept per token in an MoE
         eps:float=1e-6,        # RMSNorm epsilon

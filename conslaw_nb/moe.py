@@ -12,11 +12,10 @@ import torch
 from torch import nn, Tensor
 from .core import check_params, check_input, check_int, check_choice, check_top_k, gaussian_inputs
 from .pde import count_laws, check_laws, Problem
-from .ffn import swiglu_laws, _is_hf_mlp
-from .blocks import moe_mlp, check_router
+from .ffn import swiglu_laws, is_hf_mlp
+from .blocks import moe_mlp, check_router, MOE_GATES
 
 # %% ../nbs/06_moe.ipynb #238efc6c
-_GATES = ('softmax', 'sigmoid')
 _SPEC = {'W': ('E', 'd'), 'A': ('E', 'd', 'd1'), 'B': ('E', 'd1', 'd'), 'C': ('E', 'd1', 'd')}   # router, then stacked experts
 
 def _sizes(p, finite=True, where='params'):
@@ -33,7 +32,7 @@ def _check_W(W):
 def _check_config(d, d1, E, k, gate):
     "The size, top-k and gate arguments of the theory functions"
     check_int('d', d); check_int('d1', d1); check_int('n_experts', E, hint='a mixture needs at least one expert (E >= 1)')
-    check_top_k(k, E); check_choice('gate', gate, _GATES)
+    check_top_k(k, E); check_choice('gate', gate, MOE_GATES)
 
 # %% ../nbs/06_moe.ipynb #2c4458cc
 def moe(
@@ -43,13 +42,17 @@ def moe(
     gate:str='softmax',   # 'softmax' or 'sigmoid' (normalized sigmoid σ(W_i x)/Σ_p σ(W_p x))
 )->Tensor:                # Σ_i g_i(x) E_i(x), shape like `x`
     "A mixture of SwiGLU experts `Σ_i g_i(x) E_i(x)` in the paper's notation: `blocks.moe_mlp(x, W, [B; C], A, k, gate)`"
-    check_choice('gate', gate, _GATES)
+    check_choice('gate', gate, MOE_GATES)
     E, d, d1 = _sizes(params)
     check_top_k(k, E); check_input(x, d, params['W'])
     return moe_mlp(x, params['W'], torch.cat([params['B'], params['C']], 1), params['A'], k, gate)
 
 # %% ../nbs/06_moe.ipynb #5bd2f31f
-def moe_shapes(d:int, d1:int, E:int)->dict:
+def moe_shapes(
+    d:int,       # model width
+    d1:int,      # hidden width of each expert
+    E:int,       # experts
+)->dict:
     "Shapes of the stacked MoE params: router W (E, d), experts A (E, d, d1), B and C (E, d1, d)"
     check_int('d', d); check_int('d1', d1); check_int('E', E, hint='a mixture needs at least one expert')
     return {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}
@@ -76,7 +79,7 @@ def _names(module, name='p'):
     nm = {'W': f'{rt}.weight', 'GU': 'experts.gate_up_proj', 'A': 'experts.down_proj', 'shared': None}
     sh = getattr(module, 'shared_expert', None)
     if sh is not None:
-        if not _is_hf_mlp(sh): raise ValueError(f"`shared_expert` ({type(sh).__name__}) needs nn.Linear children gate_proj, up_proj, down_proj")
+        if not is_hf_mlp(sh): raise ValueError(f"`shared_expert` ({type(sh).__name__}) needs nn.Linear children gate_proj, up_proj, down_proj")
         if sh.up_proj.bias is not None or sh.down_proj.bias is not None: raise ValueError(
             "`shared_expert` has biases: only a bias-free shared expert is supported")
         nm['shared'] = {'A': 'shared_expert.down_proj.weight', 'C': 'shared_expert.up_proj.weight'}
@@ -176,7 +179,11 @@ def _components(sets, E):
     return list(comps.values())
 
 def moe_measured_theory(
-    d:int, d1:int, E:int, k:int=None, gate:str='softmax',
+    d:int,               # model width
+    d1:int,              # hidden width of each expert
+    E:int,               # experts
+    k:int=None,          # experts kept per input; None: dense
+    gate:str='softmax',  # 'softmax' or 'sigmoid' (normalized sigmoid)
     W:Tensor=None,   # router (E, d), d <= 2: the count at this router; None: a generic router (every expert selectable)
 )->int:
     "The count this notebook measures: dead experts keep all their weights, live ones d1 laws, router d per group"
@@ -196,7 +203,11 @@ def moe_measured_theory(
 
 # %% ../nbs/06_moe.ipynb #d48091d7
 def moe_stated_theory(
-    d:int, d1:int, E:int, k:int=None, gate:str='softmax',
+    d:int,               # model width
+    d1:int,              # hidden width of each expert
+    E:int,               # experts
+    k:int=None,          # experts kept per input; None: dense
+    gate:str='softmax',  # 'softmax' or 'sigmoid' (normalized sigmoid)
     *, known_wrong:bool=False, # True: return the paper's count also where this page measures another (to tabulate the claim)
 )->int:
     "The count the paper *states* for E SwiGLU experts (Thms 4.5–4.7), E·d1 + d whatever the gating; refused where it is wrong"
@@ -216,19 +227,34 @@ def _posed(k, gate):
     f.check_point = check_point
     return f
 
-def moe_problem(d:int, d1:int, E:int, k:int=None, gate:str='softmax')->Problem:
+def moe_problem(
+    d:int,               # model width
+    d1:int,              # hidden width of each expert
+    E:int,               # experts
+    k:int=None,          # experts kept per input; None: dense
+    gate:str='softmax',  # 'softmax' or 'sigmoid' (normalized sigmoid)
+)->Problem:
     "A mixture of E SwiGLU experts: its laws, the paper's count (Thms 4.5–4.7, even where wrong) and the count this page derives"
     _check_config(d, d1, E, k, gate)
     return Problem(_posed(k, gate), moe_shapes(d, d1, E), gaussian_inputs(d), moe_laws,
                    moe_stated_theory(d, d1, E, k, gate, known_wrong=True), moe_measured_theory(d, d1, E, k=k, gate=gate))
 
 # %% ../nbs/06_moe.ipynb #8a8dd32a
-def moe_verify(d:int, d1:int, E:int, k:int=None, gate:str='softmax', seed:int=0, dtype=torch.float64, device=None)->dict:
+def moe_verify(
+    d:int,               # model width
+    d1:int,              # hidden width of each expert
+    E:int,               # experts
+    k:int=None,          # experts kept per input; None: dense
+    gate:str='softmax',  # 'softmax' or 'sigmoid' (normalized sigmoid)
+    seed:int=0,          # the random point and the engine's draws
+    dtype=torch.float64, # dtype of the count
+    device=None,         # where it runs
+)->dict:
     "One row 'stated by the paper' vs 'measured by the engine' for a mixture of SwiGLU experts at a random point"
     check_int('seed', seed, lo=0)
     pb = moe_problem(d, d1, E, k, gate)
     p, f, si = pb.point(seed, dtype, device), pb.f, pb.sample_inputs
-    c = count_laws(f, p, si, seed=seed, dtype=dtype, device=device)
+    c = count_laws(f, p, si, seed=seed, options={'dtype': dtype}, device=device)
     chk = {n: check_laws(lambda q, n=n: _laws(q)[n], f, p, si, seed=seed+1, dtype=dtype, device=device).max_rel
            for n in ('gate_sum', 'experts')}
     formula = moe_measured_theory(d, d1, E, k, gate, W=p['W'] if d <= 2 else None)

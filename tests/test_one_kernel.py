@@ -2,7 +2,7 @@
 `blocks.attention`), one causal mask (`core.causal_mask`), one gated MLP (`blocks.gated_mlp`) and one decoder layer
 (`blocks.residual_layer` / `blocks.transformer_layer`). The kernels are imported from their one place, and the atlas, the
 benchmark, the models and the decoder page are checked to run them rather than copies."""
-import inspect, json
+import ast, inspect, json
 from pathlib import Path
 import pytest
 import torch
@@ -120,3 +120,84 @@ def test_decoder_page_uses_the_one_layer():
     src = '\n'.join(''.join(c['source']) for c in cells if c['cell_type'] == 'code')
     assert 'transformer_layer(' in src and 'transformer_layer_shapes(' in src
     for copy in ('def norm(', 'rsqrt', '.sqrt()', 'softmax', 'F.silu', 'def attention('): assert copy not in src, copy
+
+
+# Issue 38, item 2 continued: one Gaussian initialiser, one MoE, the atlas on the one attention and RMSNorm, public seams.
+KERNELS = {'causal_mask': 'core', 'sdpa_ref': 'core', 'gaussian_weight': 'core', '_draw': 'core', 'apply_rope': 'blocks',
+           'rope_angles': 'blocks', 'rms_norm': 'blocks', '_heads': 'blocks', 'attention': 'blocks', 'gated_mlp': 'blocks',
+           'swiglu_mlp': 'blocks', 'moe_gates': 'blocks', 'moe_mlp': 'blocks', 'residual_layer': 'blocks', 'transformer_layer': 'blocks',
+           'check_pairs': 'blocks', '_init_linear': 'blocks', 'is_hf_mlp': 'ffn', '_merge': None, '_init_weight': None}   # None: gone
+
+
+def test_each_kernel_defined_in_one_module():
+    "A second definition of a kernel or helper (by its name, nested or not) anywhere in the package fails here"
+    defs = {}
+    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+        for node in ast.walk(ast.parse(py.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)): defs.setdefault(node.name, set()).add(py.stem)
+    for name, home in KERNELS.items():
+        assert defs.get(name, set()) == ({home} if home else set()), (name, defs.get(name))
+
+
+def test_modules_share_the_one_objects():
+    "atlas, models, bench, ffn, moe and attention hold the one definitions themselves, imported from their one place"
+    from conslaw_nb import ffn, moe
+    same = [(atlas.rms_norm_ref, core.rms_norm_ref), (atlas.mha, attention.mha), (atlas.gated_mlp, blocks.gated_mlp), (atlas.MoE, blocks.MoE),
+            (atlas.transformer_layer, blocks.transformer_layer), (atlas.causal_mask, core.causal_mask), (moe.moe_mlp, blocks.moe_mlp),
+            (moe.is_hf_mlp, ffn.is_hf_mlp), (moe.MOE_GATES, blocks.MOE_GATES), (attention.check_pairs, blocks.check_pairs),
+            (blocks.gaussian_weight, core.gaussian_weight), (ffn.gaussian_weight, core.gaussian_weight), (ffn.swiglu_mlp, blocks.swiglu_mlp),
+            (models.RMSNorm, blocks.RMSNorm), (models.Attention, blocks.Attention), (models.SwiGLU, blocks.SwiGLU), (models.MoE, blocks.MoE),
+            (bench.blocks, blocks)]
+    for a, b in same: assert a is b, (a, b)
+    for m in (atlas, moe, ffn, models):                               # no initialiser, head split or RMSNorm written out again
+        src = inspect.getsource(m)
+        for copy in ('F.rms_norm(', "einsum('...td,hdk", 'math.sqrt(fan', '/math.sqrt(', '/ math.sqrt('): assert copy not in src, (m.__name__, copy)
+    assert 'randn(' not in inspect.getsource(blocks) + inspect.getsource(ffn) + inspect.getsource(moe) + inspect.getsource(models)
+
+
+def test_one_gaussian_initialiser():
+    "Every module's weights and `random_params` are `core.gaussian_weight` draws, in order, bit for bit"
+    from conslaw_nb import ffn
+    gw = core.gaussian_weight
+    def draws(*specs, seed=0, dtype=torch.float64, **kw):
+        g = gen(seed); return [gw(s, g, fan, dtype, **kw) for s, fan in specs]
+    def same(ws, ts): assert len(ws) == len(ts) and all(torch.equal(w, t) for w, t in zip(ws, ts)), [(w - t).abs().max() for w, t in zip(ws, ts)]
+    same([p.detach() for p in blocks.SwiGLU(3, 5, generator=gen(0), **f64).parameters()], draws(((5, 3), 3), ((5, 3), 3), ((3, 5), 5)))
+    same([p.detach() for p in blocks.Attention(4, 2, 1, head_dim=2, generator=gen(0), **f64).parameters()],
+         draws(((4, 4), 4), ((2, 4), 4), ((2, 4), 4), ((4, 4), 4)))
+    same([p.detach() for p in blocks.MoE(3, 2, 4, top_k=2, shared_d_ff=2, generator=gen(0), **f64).parameters()],
+         draws(((4, 3), 3), ((4, 4, 3), 3), ((4, 3, 2), 2), ((2, 3), 3), ((2, 3), 3), ((3, 2), 2), ((1, 3), 3)))
+    same([p.detach() for p in ffn.FFN(3, 4, generator=gen(0)).parameters()], draws(((3, 4), 4), ((4, 3), 3), dtype=torch.float32))
+    same(list(random_params({'W': (4, 3), 'b': (3,), 'T': (2, 3, 5)}, gen(0)).values()),
+         draws(((4, 3), 3), ((3,), None), ((2, 3, 5), 5), divide=False))
+    torch.manual_seed(7); a = blocks.SwiGLU(3, 5).gate_proj.weight.detach()     # no generator: torch's global one, after nn.Linear's own init
+    torch.manual_seed(7); torch.nn.Linear(3, 5, bias=False); same([a], [gw((5, 3), None, 3, torch.float32)])
+
+
+def test_one_moe_forward():
+    "`moe.moe` (the paper's notation) and `blocks.MoE` (transformers' layout) run the one `blocks.moe_mlp`: the same numbers"
+    from conslaw_nb import moe
+    m = blocks.MoE(3, 2, 4, top_k=2, generator=gen(9), **f64)
+    p = {'W': m.gate.weight, 'A': m.experts.down_proj, 'B': m.experts.gate_up_proj[:, :2], 'C': m.experts.gate_up_proj[:, 2:]}
+    x = torch.randn(5, 3, generator=gen(10), **f64)
+    with torch.no_grad(): torch.testing.assert_close(moe.moe(p, x, k=2), m(x), rtol=0, atol=0)
+    assert 'einsum' not in inspect.getsource(moe) and 'silu' not in inspect.getsource(moe)
+
+
+def test_linear_attention_runs_blocks_attention(monkeypatch):
+    "Linear attention is `blocks.attention` with its `kernel` hook; the q/k norm is `core.rms_norm_ref` (what `exact_ops` runs for F.rms_norm)"
+    calls = []
+    real_att, real_norm = blocks.attention, atlas.rms_norm_ref
+    monkeypatch.setattr(blocks, 'attention', lambda *a, **k: calls.append(k.get('kernel') is not None) or real_att(*a, **k))
+    monkeypatch.setattr(atlas, 'rms_norm_ref', lambda *a, **k: calls.append('rms_norm') or real_norm(*a, **k))
+    g = gen(11)
+    pa = random_params({'Q': (2, 4, 2), 'K': (2, 4, 2), 'V': (2, 4, 3), 'O': (2, 4, 3)}, g)
+    X = torch.randn(5, 4, generator=g, **f64)
+    heads = lambda W: torch.einsum('td,hdk->htk', X, W)                 # independent: the per-head layout written out
+    for feat, phi in (('elu', lambda z: torch.nn.functional.elu(z) + 1), ('exp', torch.exp)):
+        calls.clear(); y = atlas.linear_attention(pa, X, feat); assert calls == [True]
+        a = phi(heads(pa['Q'])) @ phi(heads(pa['K'])).transpose(-1, -2)
+        torch.testing.assert_close(y, torch.einsum('htv,hdv->td', (a / a.sum(-1, keepdim=True)) @ heads(pa['V']), pa['O']))
+    pq = {**pa, 'V': pa['V'][..., :2], 'O': pa['O'][..., :2], 'q_norm': torch.randn(2, generator=g, **f64), 'k_norm': torch.randn(2, generator=g, **f64)}
+    calls.clear(); atlas.qk_norm_attention(pq, X); assert calls == [False, 'rms_norm', 'rms_norm']
+    with pytest.raises(ValueError, match='`kernel` replaces the softmax'): attention.mha(pa, X, causal=True, kernel=lambda q, k, v: v)
