@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from .core import save_json, check_int, atomic_write
 from .core import check_device
-from .training import TrainConfig, train, train_many, write_records, read_records, _logged
+from .training import TrainConfig, train, train_many, write_records, read_records, logged_steps
 from .analysis import (ExponentFit, fit_exponents, plot_eps_vs_step, plot_eps_vs_tau, plot_exponents,
-                                 plot_bound_constant, plot_drift, plot_eps_by_tau, plot_vs_bound, run_table, _fam, _ok_bound)
+                                 plot_bound_constant, plot_drift, plot_eps_by_tau, plot_vs_bound, run_table, record_family, has_bound)
 from .monitor import FAMILIES
 
 # %% ../nbs/17_sweeps.ipynb #e8ebac73
@@ -28,7 +28,10 @@ SWEEP_DEFAULTS = {  # sized to finish in a few minutes on 2 CPU cores (float64)
 SWEEP_DEFAULTS |= {'digits': SWEEP_DEFAULTS['fashion-mnist'], 'cifar10': SWEEP_DEFAULTS['fashion-mnist'], 'wikitext': SWEEP_DEFAULTS['ptb']}
 
 def sweep_configs(
-    task:str='ptb', lrs=None, seeds=None, steps=None,
+    task:str='ptb',      # one of `SWEEP_DEFAULTS`
+    lrs=None,            # step sizes (None: the task's defaults)
+    seeds=None,          # seeds (None: the task's defaults)
+    steps=None,          # steps of each run (None: the task's default)
     extra=(('sgd', 'const'), ('gd', 'decay')),  # (optim, schedule[, seeds]) besides constant-step GD; seeds: that pair's, with full_grid
     full_grid:bool=False,   # the extras at every step size and seed too (default: every other step size, the first seed)
     **kw,                   # TrainConfig fields shared by every run (model, vocab, batch_size, device, overrides, ...)
@@ -72,6 +75,7 @@ def _train_missing(cfgs:list, out:Path, batch:int, progress:bool)->int:
     bar.close()
     return len(todo)
 
+# %% ../nbs/17_sweeps.ipynb #d00363ae
 def sweep(
     task:str='ptb',        # 'ptb', 'fashion-mnist', 'digits', or with data=FOLDER 'wikitext', 'cifar10'
     out='sweep',           # output folder
@@ -88,7 +92,7 @@ def sweep(
         raise ValueError(f"tk_max={tk_max!r}: must be a finite number in (0, inf)")
     cfgs = sweep_configs(task, **kw)
     for cfg in cfgs: cfg.validate()    # every configuration is valid before any run starts
-    logged = set.intersection(*(_logged(c) for c in cfgs if c.optim == 'gd' and c.schedule == 'const'))
+    logged = set.intersection(*(logged_steps(c) for c in cfgs if c.optim == 'gd' and c.schedule == 'const'))
     if k_fit not in logged: raise ValueError(f"k_fit={k_fit}: not a step the runs record; pick one of {sorted(logged)}")
     _train_missing(cfgs, out, batch, progress)
     recs = read_records(*[out/'runs'/f'{c.name()}.csv' for c in cfgs])
@@ -105,7 +109,11 @@ def _save_fig(path:Path, draw, figsize=(5.5, 4)):
     tmp = path.with_name(f'.{path.name}.tmp.png'); fig.savefig(tmp, dpi=110); plt.close(fig); os.replace(tmp, path)
     return str(path)
 
-def save_figures(recs:list, fit:ExponentFit, out)->list:
+def save_figures(
+    recs:list,           # the records of the sweep
+    fit:ExponentFit,     # its fit
+    out,                 # the sweep's folder: the figures go to out/figures
+)->list:
     "Write the PNG figures of a sweep to out/figures (atomically) and return their paths"
     d = Path(out)/'figures'; d.mkdir(parents=True, exist_ok=True)
     recs = [r for r in recs if r['run'] not in set(fit.diverged_runs)]
@@ -116,8 +124,8 @@ def save_figures(recs:list, fit:ExponentFit, out)->list:
     jobs = {'eps_vs_step.png': lambda ax: plot_eps_vs_step(recs, mid, ax), 'eps_vs_tau.png': lambda ax: plot_eps_vs_tau(recs, fit, ax),
             'exponents_vs_tau_k.png': lambda ax: plot_exponents(fit, ax), 'bound_constant.png': lambda ax: plot_bound_constant(recs, ax),
             'drift_predicted_vs_measured.png': lambda ax: plot_drift(recs, ax)}
-    if any(_ok_bound(r) for r in recs): jobs['measured_vs_bound.png'] = lambda ax: plot_vs_bound(recs, ax)
-    for f in [f for f in FAMILIES if f in {_fam(r) for r in recs} and f in _LAW_FAMILIES]:
+    if any(has_bound(r) for r in recs): jobs['measured_vs_bound.png'] = lambda ax: plot_vs_bound(recs, ax)
+    for f in [f for f in FAMILIES if f in {record_family(r) for r in recs} and f in _LAW_FAMILIES]:
         jobs[f'eps_by_tau_{f}.png'] = lambda ax, f=f: plot_eps_by_tau(recs, f, ax)
     return [_save_fig(d/name, lambda fig, f=f: f(fig.add_subplot())) for name, f in jobs.items()]
 
@@ -160,11 +168,12 @@ def _check_reproduce(protocol, device, tasks, data)->tuple:
             raise ValueError(f"data[{t!r}]={data.get(t)!r}: the {protocol!r} protocol trains {_NEEDS_COPY[t]} from a local copy, "
                              f"and there is none here; pass data={{{t!r}: FOLDER}}, or leave it out: tasks={[x for x in tasks if x != t]}")
         if t == 'fashion-mnist':
-            from conslaw_nb.data import FASHION_MNIST_DIR, _FM_HELP
+            from conslaw_nb.data import FASHION_MNIST_DIR, fashion_mnist
             root = Path(data.get(t) or FASHION_MNIST_DIR)
             if not (root/'train-images-idx3-ubyte.gz').is_file():
-                raise ValueError(f"data['fashion-mnist']: no Fashion-MNIST in {str(root)!r} (the protocol does not fall back to the "
-                                 f"8x8 digits). {_FM_HELP}")
+                try: fashion_mnist(root)                              # its FileNotFoundError says what is missing and how to install it
+                except FileNotFoundError as e: raise ValueError(f"data['fashion-mnist']: no Fashion-MNIST in {str(root)!r} (the protocol "
+                                                                f"does not fall back to the 8x8 digits): {e}") from None
     return P, device, tasks, data
 
 # %% ../nbs/17_sweeps.ipynb #5f72810d
@@ -203,11 +212,11 @@ def _timing(path:Path, start:float, trained:int)->dict:
 def _summary_rows(recs:list, model:str)->list:
     "Per (task, optim, schedule, τ, family, step): ε of the family (mean over its blocks) over the seeds, and the bound's ε"
     out = []
-    for f in sorted({_fam(r) for r in recs}):
+    for f in sorted({record_family(r) for r in recs}):
         rows = run_table(recs, families=(f,))
         bound = {}
         for r in recs:
-            if _fam(r) == f and _ok_bound(r): bound.setdefault((r['run'], r['step']), []).append(r['eps_bound'])
+            if record_family(r) == f and has_bound(r): bound.setdefault((r['run'], r['step']), []).append(r['eps_bound'])
         groups = {}
         for r in rows: groups.setdefault((r['task'], r['optim'], r['schedule'], r['lr'], r['step']), []).append(r)
         for (task, o, sc, lr, k), g in sorted(groups.items()):
@@ -227,7 +236,7 @@ def _write_csv(path:Path, rows:list):
 def _section6_figures(out:Path, task:str, r:dict)->list:
     "The figures of Section 6 for one task, in out/figures: ε against k per τ and family, ε against τ, the exponents, the bound"
     d, recs = out/'figures', r['recs']; d.mkdir(parents=True, exist_ok=True)
-    fams = [f for f in _LAW_FAMILIES if f in {_fam(x) for x in recs}]
+    fams = [f for f in _LAW_FAMILIES if f in {record_family(x) for x in recs}]
     def panels(draws, w=5, cols=3):
         nr, nc = -(-len(draws) // cols), min(cols, len(draws))
         def draw(fig):
@@ -254,24 +263,24 @@ def _llama_figure(out:Path, ours:list, llama:list, lrs)->str:
 # %% ../nbs/17_sweeps.ipynb #356a1443
 def _protocol_doc(name:str, P:dict, tasks:list, data:dict)->dict:
     "What was run, for fit.json: the grid, and each task's model config and size as built"
-    from conslaw_nb.training import _model
+    from conslaw_nb.training import model_for
     doc = dict(name=name, lrs=list(P['lrs']), seeds=list(P['seeds']), decay_seeds=list(P['decay_seeds']), steps=P['steps'],
                schedules=['gd const', 'sgd const', 'gd decay', 'sgd decay'], dtype='float64', llama=P['llama'],
                llama_lrs=list(P['llama_lrs']))
     for t in tasks:
         kw = P['tasks'][t]
-        m = _model(TrainConfig(task=t, data=data.get(t), **kw))
+        m = model_for(TrainConfig(task=t, data=data.get(t), **kw))
         doc[t] = dict(kw, model_config=asdict(m.cfg), n_params=sum(p.numel() for p in m.parameters()))
     return doc
 
 def _llama_summary(recs:list, P:dict)->dict:
     "The Llama's ε (mean over its blocks of each family) and measured-to-bound ratio at the last step, per step size"
     last, out = max(r['step'] for r in recs), dict(config=P['llama'], lrs=list(P['llama_lrs']), eps_last={}, ratio_to_bound_last={})
-    for f in sorted({_fam(r) for r in recs}):
-        rs = [r for r in recs if _fam(r) == f and r['step'] == last]
+    for f in sorted({record_family(r) for r in recs}):
+        rs = [r for r in recs if record_family(r) == f and r['step'] == last]
         out['eps_last'][f] = {f'{lr:g}': float(np.nanmean([r['eps'] for r in rs if r['lr'] == lr])) for lr in P['llama_lrs']}
-        if any(_ok_bound(r) for r in rs):
-            ratio = lambda lr: float(np.median([r['eps'] / r['eps_bound'] for r in rs if r['lr'] == lr and _ok_bound(r)]))
+        if any(has_bound(r) for r in rs):
+            ratio = lambda lr: float(np.median([r['eps'] / r['eps_bound'] for r in rs if r['lr'] == lr and has_bound(r)]))
             out['ratio_to_bound_last'][f] = {f'{lr:g}': ratio(lr) for lr in P['llama_lrs']}
     return out
 

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TASKS', 'LM_TASKS', 'OPTIMS', 'SCHEDULES', 'DTYPES', 'ADAM_EPS', 'FIELDS', 'LOOSE', 'TrainConfig', 'log_steps',
-           'train', 'train_many', 'write_records', 'read_records', 'summary']
+           'logged_steps', 'model_for', 'train', 'train_many', 'write_records', 'read_records', 'summary']
 
 # %% ../nbs/15_training.ipynb #66de838e
 import copy, csv, functools, importlib.util, json, math, numbers, re
@@ -117,8 +117,8 @@ def log_steps(steps:int, n:int=16)->list:
     g = {int(round(x)) for x in np.geomspace(1, steps, n)} | {m * 10**e for e in range(7) for m in (1, 2, 5)}
     return sorted(s for s in g | {steps} if 1 <= s <= steps)
 
-def _logged(cfg:TrainConfig)->set:
-    "The steps `train` records"
+def logged_steps(cfg:TrainConfig)->set:
+    "The steps `train` records for `cfg`: every `log_every`-th (and the first and last), else `log_steps`"
     if cfg.log_every > 0: return {1, cfg.steps} | set(range(cfg.log_every, cfg.steps + 1, cfg.log_every))
     return set(log_steps(cfg.steps, cfg.n_log))
 
@@ -167,7 +167,8 @@ def _hf_model(cfg, vocab_size:int)->nn.Module:
     return model
 
 # %% ../nbs/15_training.ipynb #3eff4b00
-def _model(cfg):
+def model_for(cfg:TrainConfig)->nn.Module:
+    "The model a run of `cfg` trains, built at its seed for its data (its vocabulary, image size, classes)"
     torch.manual_seed(cfg.seed)
     data = _dataset(cfg.task, cfg.data, cfg.vocab)
     if cfg.hf_config is not None:
@@ -181,6 +182,7 @@ def _model(cfg):
                     patch_size=p if H % p == 0 else {8: 2, 28: 7, 32: 4}.get(H, 1))
     over |= dict(cfg.overrides)
     return build_model(name, **over).to(device=cfg.device, dtype=getattr(torch, cfg.dtype))
+
 
 def _loss(net, batch):
     x, y = batch
@@ -260,7 +262,7 @@ def train(
     cfg.validate()
     ddp = dist.is_available() and dist.is_initialized()
     world, rank = (dist.get_world_size(), dist.get_rank()) if ddp else (1, 0)
-    batch, model = _sampler(cfg, world, rank), _model(cfg)
+    batch, model = _sampler(cfg, world, rank), model_for(cfg)
     net = nn.parallel.DistributedDataParallel(model) if ddp else model
     mon = ConservationMonitor(model)
     names = [n for n, _ in model.named_parameters()]
@@ -268,7 +270,7 @@ def train(
     pred = {k: h.clone() for k, h in mon.h0.items() if mon.is_law[k]}   # the laws predicted from the updates
     inv, gsq = {k: inv_norm_mean(h).item() for k, h in mon.h0.items()}, _grad_sq(mon, names)
     ok = cfg.optim in ('gd', 'sgd') and cfg.weight_decay == 0   # where the bound applies
-    at, state, sum_tau, sum_tau2, recs, c_l, c_lb = _logged(cfg), {}, 0., 0., [], 0., {name: 0. for name, _ in mon.blocks}
+    at, state, sum_tau, sum_tau2, recs, c_l, c_lb = logged_steps(cfg), {}, 0., 0., [], 0., {name: 0. for name, _ in mon.blocks}
     base = dict(run=cfg.name(), task=cfg.task, optim=cfg.optim, schedule=cfg.schedule, lr=cfg.lr,
                 weight_decay=cfg.weight_decay, seed=cfg.seed, dtype=cfg.dtype)
     for k in tqdm(range(cfg.steps), desc=cfg.name(), leave=False, disable=not progress or rank):
@@ -353,7 +355,7 @@ def train_many(
     "Train GD/SGD runs of one model together, vectorised over runs with `torch.func.vmap`; record each as `train` does"
     _check_many(cfgs)
     c0, N, f64 = cfgs[0], len(cfgs), torch.float64
-    models = [_model(c) for c in cfgs]
+    models = [model_for(c) for c in cfgs]
     net, P = _stack(models)
     bufs, samplers = dict(net.named_buffers()), [_sampler(c) for c in cfgs]
     mon, lawmon = ConservationMonitor(models[0]), ConservationMonitor(models[0], controls=False)
@@ -364,7 +366,7 @@ def train_many(
     blocks = {name: [pre + n for n in a.param_names] for (name, a), pre in zip(mon.blocks, mon._prefix)}
     lr, decay = torch.tensor([c.lr for c in cfgs], dtype=f64), torch.tensor([c.schedule == 'decay' for c in cfgs])
     sum_tau, sum_tau2, c_l = torch.zeros(N, dtype=f64), torch.zeros(N, dtype=f64), torch.zeros(N, dtype=f64)
-    c_lb, at, out = {b: torch.zeros(N, dtype=f64) for b in blocks}, _logged(c0), [[] for _ in cfgs]
+    c_lb, at, out = {b: torch.zeros(N, dtype=f64) for b in blocks}, logged_steps(c0), [[] for _ in cfgs]
     for k in tqdm(range(c0.steps), desc=f'{N} runs', leave=False, disable=not progress):
         tau = torch.where(decay, lr / (k + 1), lr)
         x, y = (torch.stack(t) for t in zip(*(s(k) for s in samplers)))

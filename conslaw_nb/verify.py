@@ -87,7 +87,9 @@ def _weakest(c):
 # %% ../nbs/08_verify.ipynb #71d5f24f
 def verify(
     archs=None,          # names (default: all of `ARCHS`)
-    size:int=1, seed:int=0, device=None,
+    size:int=1,          # widths grow with it (the registry's sizes 1 and 2)
+    seed:int=0,          # seed of the random point and the inputs
+    device=None,         # where the engine counts (None: the CPU)
     progress:bool=False, # show a tqdm bar
 )->list:
     "Verification rows for `archs`"

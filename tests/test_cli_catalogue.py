@@ -141,7 +141,7 @@ def folder(tmp_path):
 @pytest.fixture
 def no_heavy_work(monkeypatch):
     "Data loading, model building, training, the engine's verification, the demo and the atlas all raise `HeavyWork`"
-    for mod, name in [(training, '_dataset'), (training, '_model'), (cli, 'train'), (sweeps, 'train'), (cli.V, 'verify'),
+    for mod, name in [(training, '_dataset'), (training, 'model_for'), (cli, 'train'), (sweeps, 'train'), (cli.V, 'verify'),
                       (cli, 'demo_run'), (cli.A, 'atlas'), (cli.A, 'atlas_count')]:
         monkeypatch.setattr(mod, name, _heavy)
 

@@ -240,7 +240,7 @@ def test_train_many_matches_train_and_the_bound_holds():
 
 def test_vocabulary_cap():
     cfg = training.TrainConfig(steps=2, batch_size=2, seq_len=4, vocab=100, overrides=TINY)
-    assert training._model(cfg).cfg.vocab_size == 100
+    assert training.model_for(cfg).cfg.vocab_size == 100
     assert {r['kind'] for r in training.train(cfg)} >= {'qk', 'vo', 'swiglu'}
     with pytest.raises(ValueError, match='vocab'): training.TrainConfig(task='digits', vocab=100).validate()
     with pytest.raises(ValueError, match='vocab'): training.TrainConfig(vocab=1).validate()

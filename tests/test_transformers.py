@@ -27,7 +27,7 @@ def test_torch_encoder_layer_as_it_is(norm_first):
     c = count_laws(enc, None, seqs(3, 4))
     assert c.status == 'ok', c.reason
     with pytest.raises(ValueError, match='forward-mode derivative'):     # torch's own flash kernel: a clear error, not a raw one
-        count_laws(enc, None, seqs(3, 4), exact=False)
+        count_laws(enc, None, seqs(3, 4), options=dict(exact=False))
 
 ZOO = {s: module_zoo(s) for s in (1, 2)}
 
@@ -126,12 +126,12 @@ def test_once_wrong_and_silent():
 
 def test_adapt_refuses_a_forward_it_does_not_reproduce(monkeypatch):
     "check (a): a reader whose f is not the module's forward is refused, with the size of the difference"
-    import conslaw_nb.adapters as A
+    import conslaw_nb.readers as R
     m = ZOO[1]['LlamaMLP'][0]
-    orig = A._gated_mlp
+    orig = R.read_gated_mlp
     def wrong(*args):
         kw = orig(*args); f = kw['f']; kw['f'] = lambda p, x: 1.001*f(p, x); return kw
-    monkeypatch.setattr(A, '_READERS', [(t, wrong if r is orig else r, w) for t, r, w in A._READERS])
+    monkeypatch.setattr(R, 'READERS', [(t, wrong if r is orig else r, w) for t, r, w in R.READERS])
     with pytest.raises(NotStated, match='not the module.s own forward'): adapt(m)
 
 def test_adapt_bad_modules():

@@ -1,0 +1,52 @@
+"""Public seams: a module of conslaw_nb uses another module's public names only. A name with one leading underscore is
+that module's own business (dunders such as `__version__` are public), so importing it from another module, or reading it
+off an imported module (`ffn._x`), ties the two together where a reader of either cannot see it."""
+import ast
+from pathlib import Path
+import pytest
+
+PKG = Path(__file__).resolve().parents[1]/'conslaw_nb'
+MODULES = sorted(p for p in PKG.glob('*.py') if p.name != '_modidx.py')
+NAMES = {p.stem for p in MODULES}
+
+def _private(name:str)->bool: return name.startswith('_') and not (name.startswith('__') and name.endswith('__'))
+
+def _source_module(node:ast.ImportFrom):
+    "The conslaw_nb module an import reads from ('' for the package itself), or None for an import from elsewhere"
+    mod = node.module or ''
+    if node.level == 1: return mod.split('.')[0]
+    if node.level == 0 and (mod == 'conslaw_nb' or mod.startswith('conslaw_nb.')): return mod.split('.')[1] if '.' in mod else ''
+    return None
+
+def reach_ins(path:Path)->list:
+    "'line: what' for every private name of another module that `path` imports or reads off an imported module"
+    me, tree, out, mods = path.stem, ast.parse(path.read_text()), [], set()
+    for node in ast.walk(tree):                                     # imports anywhere: top level and inside functions
+        if isinstance(node, ast.ImportFrom) and (src := _source_module(node)) is not None:
+            for a in node.names:
+                if src == '' and a.name in NAMES:                   # `from . import ffn`: a module, read below
+                    if a.name != me: mods.add(a.asname or a.name)
+                    continue
+                if src != me and _private(a.name): out.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} import {a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split('.')
+                if parts[0] == 'conslaw_nb' and len(parts) > 1 and a.asname and parts[1] != me: mods.add(a.asname)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in mods and _private(node.attr):
+            out.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return out
+
+def test_the_walk_finds_reach_ins(tmp_path):
+    "The checker itself: relative, absolute, nested and attribute reach-ins are found; public names, dunders and own names are not"
+    p = tmp_path/'demo.py'
+    p.write_text("from .core import a, _b, __version__\nfrom conslaw_nb.pde import _c\nfrom . import ffn\nimport conslaw_nb.rank as R\n"
+                 "from .demo import _own\ndef f():\n    from conslaw_nb.data import _d\n    return ffn._e, R._f, ffn.g, R.__name__\n")
+    assert [s.split(': ')[1] for s in reach_ins(p)] == ['from .core import _b', 'from conslaw_nb.pde import _c',
+                                                        'from conslaw_nb.data import _d', 'ffn._e', 'R._f']
+
+@pytest.mark.parametrize('path', MODULES, ids=[p.stem for p in MODULES])
+def test_no_private_import_across_modules(path):
+    found = reach_ins(path)
+    assert not found, (f"conslaw_nb/{path.name} uses private names of other modules: {found}; make the name public in the "
+                       "module that defines it (with a docstring, and docments for 3+ parameters) and import that")
