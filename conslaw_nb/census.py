@@ -19,10 +19,12 @@ from torch.func import functional_call
 import conslaw_nb
 from .core import random_params, atomic_write
 from .pde import count_laws
-from .adapters import Call, adapt, capture_calls, NotStated, _bufs, _experts_impl
-from .discovery import tiny_transformer, transformer_blocks, find_laws, _Chain, _Loose
-from .atlas import (infer_count_formula, fit_count_formula, formula_domain, CountFormula, PolyFit, Domain, _count_at, _built,
-                             _verdict, _at)
+from .adapters import Call, adapt, capture_calls, NotStated
+from .readers import float64_buffers, batched_experts
+from .discovery import tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates
+from .carry import template_expr
+from .formulas import (infer_count_formula, fit_count_formula, formula_domain, CountFormula, PolyFit, Domain, count_at,
+                                 build_at, fit_verdict, format_sizes)
 
 # %% ../nbs/21_census.ipynb #9a7191b9
 @dataclass
@@ -156,7 +158,7 @@ def block_groups(model_type:str, cfg:dict)->list:
     for path, kind, m in blocks:
         parts = path.split('.')
         idx = next(int(p) for p in parts if p.isdigit())
-        cls = type(m).__name__ if not isinstance(m, (_Chain, _Loose)) else ('intermediate+output' if isinstance(m, _Chain) else 'loose MLP')
+        cls = type(m).__name__ if not isinstance(m, (ChainedMLP, LooseMLP)) else ('intermediate+output' if isinstance(m, ChainedMLP) else 'loose MLP')
         shapes = tuple((n, tuple(p.shape)) for n, p in m.named_parameters())
         key = (kind, cls, _layer_kind(m), shapes, '.'.join(p if not p.isdigit() else '#' for p in parts))
         moe = kind == 'mlp' and any(len(s) == 3 for _, s in shapes)
@@ -196,21 +198,16 @@ def _twin_block(model_type:str, cfg:dict, group:BlockGroup, sizes:dict, seq_len:
         model = tiny_transformer(model_type, **(config or _twin_config(model_type, cfg, sizes, group.layers[0])))
     blocks, _ = transformer_blocks(model)
     m = next((b for p, k, b in blocks if p == group.path), None)
-    if m is None or (type(m).__name__ != group.cls and not isinstance(m, (_Chain, _Loose))):
+    if m is None or (type(m).__name__ != group.cls and not isinstance(m, (ChainedMLP, LooseMLP))):
         raise ValueError(f"the twin at {sizes} has no {group.cls} at {group.path}")
-    if isinstance(m, (_Chain, _Loose)): call = Call(d=(m.intermediate.dense if isinstance(m, _Chain) else getattr(m, m.names[0])).in_features)
-    else:
-        calls = capture_calls(model, [group.path], seq_len, tokens=[group.path] if group.kind == 'mlp' else [])
-        if group.path not in calls: raise ValueError(f"{group.cls} at {group.path}: its call cannot be replayed: {calls.refused.get(group.path)}")
-        call = calls[group.path]
-    return m, call
+    return m, block_call(model, group.path, m, group.kind, seq_len)
 
 def _twin_model(model_type, cfg, group, sizes, stated:dict):
     "infer_count_formula's build: the twin block as f(params, x), its shapes and inputs; its stated count goes into `stated`"
     m, call = _twin_block(model_type, cfg, group, sizes)
-    bufs = _bufs(m)
+    bufs = float64_buffers(m)
     def f(p, x):
-        with _experts_impl(m): return call(m, {**bufs, **p}, x)
+        with batched_experts(m): return call(m, {**bufs, **p}, x)
     try: stated[tuple(sizes.items())] = adapt(m, check=False, call=call).expected
     except (NotStated, ValueError): stated[tuple(sizes.items())] = None
     return f, {n: tuple(p.shape) for n, p in m.named_parameters()}, call.inputs()
@@ -268,7 +265,7 @@ def _parts_fit(build, fit:dict, dom, parts:tuple, seeds=(0,), n_held:int=5)->Cou
     rnd, held = random.Random(0), [tuple(max(fit[k]) for k in names), tuple(min(fit[k]) for k in names)]
     while len(held) < n_held: held.append(tuple(rnd.choice(fit[k]) for k in names))
     held = [h for h in dict.fromkeys(held) if h not in pts]
-    rows = [_count_at(_built(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, _QUIET, None)
+    rows = [count_at(build_at(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, _QUIET, None)
             for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]]
     ok = {tuple(r['sizes'].values()): r['counts'][0] for r in rows if r['role'] == 'fit' and r['status'] == 'ok'}
     bkey = tuple(base.values())
@@ -285,10 +282,10 @@ def _parts_fit(build, fit:dict, dom, parts:tuple, seeds=(0,), n_held:int=5)->Cou
     for r in rows:
         r['predicted'] = out.predict(**r['sizes'])
         r['match'] = None if r['predicted'] is None or r['status'] != 'ok' else r['predicted'] == r['counts'][0]
-    out.verdict, out.reason = _verdict(pf, rows)
+    out.verdict, out.reason = fit_verdict(pf, rows)
     if out.verdict == 'confirmed':
         out.reason = (f"sum over {len(parts)} parts ({'; '.join(', '.join(p) for p in parts)}), each fitted on a product grid through "
-                      f"{_at(base)}; " + out.reason + " (each changes every size at once)")
+                      f"{format_sizes(base)}; " + out.reason + " (each changes every size at once)")
         out.domain = formula_domain(build, out, dom, seeds=seeds, count_kw=_QUIET)
     out.seconds = time.perf_counter() - t0
     return out
@@ -392,6 +389,15 @@ def _found_words(f, shapes:dict, inputs, sizes:dict)->list:
     at = ', '.join(f'{k}={v}' for k, v in sizes.items())
     return [f"at {at}: " + ('; '.join(f"[{len(g.laws)}] {g.expr}" for g in L.groups) if L.groups else "none (only constants)")]
 
+def _carried_words(model_type:str, cfg:dict, group:BlockGroup)->Optional[list]:
+    "The laws as families with the sizes as symbols (`carry_templates` on twins of the block), or None where they are not carried"
+    sk = _skeleton(model_type, cfg)
+    blk = next((b for p, k, b in transformer_blocks(sk)[0] if p == group.path), None)
+    try: T, _ = carry_templates(sk, group.path, blk, group.kind)
+    except ValueError: return None
+    return ['carried from twins: ' + template_expr(t) for t in T] or ['none']
+
+
 # %% ../nbs/21_census.ipynb #f37620f7
 def _subs(expr, sizes:dict)->int:
     return int(expr.subs({s: sizes[s.name] for s in expr.free_symbols}))
@@ -444,7 +450,7 @@ def block_law(
             m, call = _twin_block(model_type, cfg, group, small)
             words, prov = _stated_words(adapt(m, check=False, call=call)), 'stated'
             how = "adapt's theory at every twin, equal to the " + how
-        else: words, prov = _found_words(f, shapes, inputs, small), 'inferred'
+        else: words, prov = _carried_words(model_type, cfg, group) or _found_words(f, shapes, inputs, small), 'inferred'
         out = BlockLaw(model_type, group.cls, group.layer_kind, names, r.expr, r.domain, prov, how, words, r)
     out.seconds = time.perf_counter() - t0
     _FORMULAS[key] = _remember(key, out, cache)
@@ -596,7 +602,7 @@ def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
         m = transformers.AutoModelForCausalLM.from_config(_hf_config(model_type, over)).double().eval()
     emb = m.get_input_embeddings().weight
     en = next(n for n, p in m.named_parameters() if p is emb)
-    bufs = _bufs(m)
+    bufs = float64_buffers(m)
     def f(p, x):                                                  # x (T, V): rows of the identity pick the tokens' embeddings
         e = x @ p[en]
         return functional_call(m, {**bufs, **p}, (), {'inputs_embeds': e[None], 'use_cache': False}).logits[0].reshape(-1)
@@ -625,7 +631,7 @@ class WholeLaw:
         bad = self.domain.failing(**sizes)
         if bad: return None, f"outside the whole-model formula's domain ({' and '.join(bad)} fails at the config)"
         return _subs(self.expr, sizes), (f"`{self.expr}` inside its domain ({self.domain}; {len(self.domain.rows)} whole twins), "
-                                         f"confirmed off the fit at {'; '.join(_at(s) for s in deep)}")
+                                         f"confirmed off the fit at {'; '.join(format_sizes(s) for s in deep)}")
 
 _WHOLE = {}
 

@@ -16,7 +16,7 @@ from torch import nn, Tensor
 from fastcore.basics import patch
 from .core import check_int, check_choice, finite_checks
 from .discovery import law_blocks
-from .lawtext import _block_of
+from .lawtext import block_of
 
 # %% ../nbs/14_monitor.ipynb #7c0f5712
 LAW_KINDS = ('qk', 'vo', 'swiglu', 'gate')            # conserved by gradient flow
@@ -67,8 +67,8 @@ def inv_norm_mean(h0:Tensor)->Tensor:
 def _col_params(A, c:int)->tuple:
     "(parameter names, degree) of primitive column `c` of an `Ansatz`: a square or product (2) or one entry (1)"
     kind, bi, idx = A.cols[c]
-    if kind == 'lin': return {A.blocks[_block_of(A, idx)[0]].param}, 1
-    if kind == 'x': return {A.blocks[_block_of(A, i)[0]].param for i in idx}, 2
+    if kind == 'lin': return {A.blocks[block_of(A, idx)[0]].param}, 1
+    if kind == 'x': return {A.blocks[block_of(A, i)[0]].param for i in idx}, 2
     return {A.blocks[bi].param}, 2
 
 @dataclass
@@ -158,7 +158,11 @@ def _read_names(a, P:dict, found:bool)->list:
     return [n for n in a.param_names if n in R.seen]
 
 def _unwrap(model): return model.module if hasattr(model, 'module') and isinstance(model.module, nn.Module) else model
-_DEG = DEGREE | {'k_bias': 1, 'relu': 2, 'none': 2, 'found': 2, 'param_norm': 2}
+class _Degrees(dict):
+    "Degree of a law kind: the stated ones by name, a carried family by its name ('carried1:…' linear, 'carried2:…' quadratic)"
+    def get(self, k, default=2): return super().get(k, 1 if str(k).startswith('carried1:') else default)
+
+_DEG = _Degrees(DEGREE | {'k_bias': 1, 'relu': 2, 'none': 2, 'found': 2, 'param_norm': 2})
 
 class ConservationMonitor:
     "Eq. 10 and the matched drift of every law of every block `law_blocks` reads (stated or found), and of their controls, in float64"

@@ -165,9 +165,12 @@ def test_refusals_name_cause_loss_and_next_step():
     "A block law_blocks cannot read is listed with its class, the cause, what is lost and what to do"
     m = tiny_transformer('bart', d_model=d, encoder_layers=1, decoder_layers=1, encoder_attention_heads=H, decoder_attention_heads=H,
                          encoder_ffn_dim=3, decoder_ffn_dim=3, max_position_embeddings=16)
-    B = law_blocks(m, count_max_D=20)                       # every block is past this D: each refusal must say so
-    assert len(B) == 0 and len(B.skipped) == 5
-    for p, r in B.skipped: assert 'count_max_D' in r and 'Lost: the laws of its' in r and 'Next:' in r, (p, r)
+    B = law_blocks(m, count_max_D=20)                       # every block is past this D: read on twins, or refused saying why
+    assert [p for p, _ in B] == ['encoder.layers.0.self_attn', 'encoder.layers.0', 'decoder.layers.0']   # carried from twins
+    assert all(a.meta['theory'] == 'carried' for _, a in B)
+    assert len(B.skipped) == 2                                # the decoder's attentions: their heads are decoder_attention_heads,
+    for p, r in B.skipped:                                    # which the config's num_attention_heads (the encoder's) does not set
+        assert 'heads' in r and 'Lost: the laws of its' in r and 'Next:' in r, (p, r)
 
 def test_whisper_audio_features_and_cross_attention():
     "A Whisper-style model: example audio features and decoder ids; the decoder's cross-attention takes the encoder memory as input"
