@@ -297,7 +297,7 @@ class AtlasBlock:
         "Every size of the block: the formula's, then those the build otherwise fixes (the width d, MoE's k)"
         return tuple(dict.fromkeys([*self.sizes, *(check_grid(self.probe)[0] if self.probe else ())]))
 
-def _block(name, title, build, sizes, outside, small, theory, symmetry, quick=False, x=None):
+def _block(name, title, build, sizes, outside, small, theory, symmetry, *, quick=False, x=None):
     return name, AtlasBlock(name, title, build, sizes, outside, small, theory, symmetry, quick, x)
 
 _HEADS = {'H': [1, 2], 'dk': [1, 2, 3], 'dv': [1, 2, 3]}

@@ -41,6 +41,7 @@ def mha(
     X:Tensor,             # (T, d) one sequence (leading batch dims are allowed)
     causal:bool=False,    # mask position q > p out of query p's softmax
     pe=None,              # None, 'sinusoidal', or a (T, d) tensor P added to X
+    *,
     rope:bool=False,      # rotate queries and keys with `apply_rope`
     rope_base:float=10000., # RoPE frequency base
     rope_pairs:str='half', # column pairing of RoPE, see `apply_rope`
@@ -65,7 +66,8 @@ def mha(
         if pe.shape[-2:] != (T, d): raise ValueError(f"`pe` has shape {tuple(pe.shape)} but X is {(T, d)}: pass a (T, d) encoding")
         X = X + pe
     w = linear_weights(params)
-    return blocks.attention(X, w['q'], w['k'], w['v'], w['o'], H, Hkv, causal, rope, rope_base, rope_pairs, backend='math', mask=mask, qk=qk,
+    return blocks.attention(X, w['q'], w['k'], w['v'], w['o'], H, Hkv, causal=causal, rope=rope, rope_base=rope_base, rope_pairs=rope_pairs,
+                            backend='math', mask=mask, qk=qk,
                             kernel=kernel)
 
 # %% ../nbs/05_attention.ipynb #964853e7

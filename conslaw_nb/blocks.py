@@ -151,6 +151,7 @@ def attention(
     o_w:Tensor,            # (d, H·dv)    o_proj.weight
     n_heads:int,           # H, query heads
     n_kv_heads:int=None,   # H_kv, key/value heads (divides H); None: H (multi-head attention)
+    *,
     causal:bool=False,     # mask keys after the query (`core.causal_mask`)
     rope:bool=False,       # rotate queries and keys with `apply_rope`
     rope_base:float=10000.,# RoPE frequency base (transformers' `rope_theta`)
@@ -205,6 +206,7 @@ class Attention(nn.Module):
         n_kv_heads:int=None,   # key/value heads (divides n_heads); None: n_heads
         head_dim:int=None,     # query/key width per head; None: d // n_heads
         v_head_dim:int=None,   # value width per head; None: head_dim
+        *,
         causal:bool=False,     # mask keys after the query
         rope:bool=False,       # rotate queries and keys (`apply_rope`)
         rope_theta:float=10000.,  # RoPE frequency base, > 0
@@ -229,7 +231,8 @@ class Attention(nn.Module):
         self.o_proj = _init_linear(n_heads*v_head_dim, d, **kw)
     def forward(self, x):
         return attention(x, self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, self.o_proj.weight, self.num_heads,
-                         self.num_key_value_heads, self.is_causal, self.rope, self.rope_theta, self.rope_pairs, self.backend)
+                         self.num_key_value_heads, causal=self.is_causal, rope=self.rope, rope_base=self.rope_theta,
+                         rope_pairs=self.rope_pairs, backend=self.backend)
     def extra_repr(self):
         return (f"heads={self.num_heads}, kv_heads={self.num_key_value_heads}, head_dim={self.head_dim}, causal={self.is_causal}, "
                 f"rope={self.rope}" + (f", rope_pairs={self.rope_pairs!r}" if self.rope else '') + f", backend={self.backend!r}")
@@ -312,6 +315,7 @@ def transformer_layer(
     p:dict,                # weights shaped as `transformer_layer_shapes`
     n_heads:int,           # query heads
     n_kv_heads:int=None,   # key/value heads; None: n_heads
+    *,
     causal:bool=False,     # causal attention
     rope:bool=False,       # rotary positions (`attention`'s pairing)
     rope_base:float=10000.,# RoPE frequency base
@@ -322,7 +326,7 @@ def transformer_layer(
     "One transformer layer from its weights: `normalize`, `attention` and `swiglu_mlp` wired by `residual_layer`"
     check_choice('norm', norm, NORM_EPS); eps = _check_eps(NORM_EPS[norm] if eps is None else eps, f'{NORM_EPS[norm]} by default')
     n = lambda i: lambda z: normalize(z, p[f'g{i}'], p.get(f'b{i}'), norm, eps)
-    att = lambda z: attention(z, p['q'], p['k'], p['v'], p['o'], n_heads, n_kv_heads, causal, rope, rope_base)
+    att = lambda z: attention(z, p['q'], p['k'], p['v'], p['o'], n_heads, n_kv_heads, causal=causal, rope=rope, rope_base=rope_base)
     mlp = lambda z: swiglu_mlp(z, p['gate'], p['up'], p['down'])
     return residual_layer(x, att, mlp, n(1), n(2), order)
 
@@ -403,6 +407,7 @@ class MoE(nn.Module):
         n_experts:int,          # E
         top_k:int=None,         # experts kept per input; None: dense
         gate:str='softmax',     # 'softmax' or 'sigmoid' (normalized sigmoid)
+        *,
         norm_topk:bool=True,    # renormalize the kept gates (Mixtral; the paper)
         shared_d_ff:int=0,      # > 0: a shared SwiGLU expert of this width, gated by σ(shared_expert_gate(x)) (Qwen2-MoE)
         generator=None,         # source of the random init (`core.gaussian_weight`); None: torch's global generator

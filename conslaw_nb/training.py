@@ -323,7 +323,7 @@ def _col(v:torch.Tensor, like:torch.Tensor)->torch.Tensor:
     return v.to(like.dtype).view(-1, *[1] * (like.dim() - 1))
 
 # %% ../nbs/15_training.ipynb #134fa18d
-def _many_records(cfgs, mon, h, h0, pred, inv, c_l, c_lb, loss, step, sum_tau, sum_tau2)->list:
+def _many_records(cfgs, mon, h, h0, pred, inv, *, c_l, c_lb, loss, step, sum_tau, sum_tau2)->list:
     "The records of every run at one logged step, from the stacked laws (key -> (N, laws, m)): the rows `train` writes"
     N, nan, cols = len(cfgs), float('nan'), {}
     ok = torch.tensor([c.weight_decay == 0 for c in cfgs])
@@ -383,7 +383,7 @@ def train_many(
         sum_tau, sum_tau2 = sum_tau + tau, sum_tau2 + tau ** 2
         if k + 1 in at:
             with torch.no_grad(): h = laws(P)
-            rows = _many_records(cfgs, mon, h, h0, pred, inv, c_l, c_lb, loss.tolist(), k + 1, sum_tau, sum_tau2)
+            rows = _many_records(cfgs, mon, h, h0, pred, inv, c_l=c_l, c_lb=c_lb, loss=loss.tolist(), step=k + 1, sum_tau=sum_tau, sum_tau2=sum_tau2)
             for o, r in zip(out, rows): o += r
     return out
 

@@ -1,4 +1,4 @@
-"""The layout the notebooks promise: numbered in reading order, imports running one way (a module or a notebook uses
+"""The layout the notebooks promise: numbered in build order, imports running one way (a module or a notebook uses
 only what comes before it), one definition of each public name, and export cells short enough to read beside their tests."""
 import ast, json, re
 from pathlib import Path
@@ -37,7 +37,7 @@ def _code(nb):
 
 def test_notebooks_numbered_and_listed():
     nums = [int(nb.name[:2]) for nb in NBS if nb.name[2] == '_']
-    assert nums == list(range(len(nums))), f"notebooks are not numbered 00, 01, ... in reading order: {[nb.name for nb in NBS]}"
+    assert nums == list(range(len(nums))), f"notebooks are not numbered 00, 01, ... in build order: {[nb.name for nb in NBS]}"
     lettered = [nb.name for nb in NBS if nb.name[2] != '_']
     assert all(int(n[:2]) in nums for n in lettered), f"a lettered notebook (01a_...) follows no numbered one: {lettered}"
     side = (ROOT/'nbs'/'sidebar.yml').read_text()

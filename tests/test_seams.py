@@ -50,3 +50,24 @@ def test_no_private_import_across_modules(path):
     found = reach_ins(path)
     assert not found, (f"conslaw_nb/{path.name} uses private names of other modules: {found}; make the name public in the "
                        "module that defines it (with a docstring, and docments for 3+ parameters) and import that")
+
+
+def positional(path:Path)->list:
+    "'name: n' for every function of `path` taking more than 8 positional parameters (self and cls not counted)"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args.posonlyargs + node.args.args
+            n = len(a) - (1 if a and a[0].arg in ('self', 'cls') else 0)
+            if n > 8: out.append(f"{node.name}: {n}")
+    return out
+
+def test_the_count_of_positional_parameters(tmp_path):
+    p = tmp_path/'m.py'
+    p.write_text("def f(a, b, c, d, e, g, h, i, j): pass\ndef k(self, a, b, c, d, e, g, h, i, *, j): pass\n")
+    assert positional(p) == ['f: 9']
+
+@pytest.mark.parametrize('path', MODULES, ids=[p.name for p in MODULES])
+def test_no_function_takes_more_than_eight_positional_parameters(path):
+    "Past eight, a call reads as a row of values: the rest are keyword-only"
+    assert not positional(path), f"{path.name}: {positional(path)}"
