@@ -452,7 +452,8 @@ def _twins(model, path, block, kind, seq_len, progress)->tuple:
     for s in tqdm(pts, desc=f'twins of {path}', disable=not progress, leave=False):
         m, call = twin_block(model, path, kind, s, seq_len)
         _same_heads(m, s.get('H', s.get('G', 1)*s.get('H_kv', 1)) if kind == 'attention' else None)
-        a = adapt_found(m, seq_len, kind, call, count_max_D=10**5)
+        try: a = adapt_found(m, seq_len, kind, call, count_max_D=10**5)
+        except ValueError as e: raise ValueError(f"on its twin at {s}: {e}") from None
         fams, left = law_families(a.laws.laws) if hasattr(a.laws, 'laws') else ([], [])
         out.append((s, fams, a.meta['counted'], a.meta['found'], left))
     return vars_, out, len(pts) - len(held)
