@@ -174,6 +174,7 @@ class Template:
                    tuple(v.get(('s', c), 0) if v[('m', c)] > 1 else 0 for c in C), tuple(v[('beta', c)] for c in C),
                    tuple(v[('alpha', c)] for c in C) if v['G'] > 1 else None)
 
+# %% ../nbs/10a_carry.ipynb #ca10a0f1
 def _fit_one(obs:list, sizes:tuple)->tuple:
     "(polys, why not) of one family observed at every twin [(sizes, Fam)]"
     polys, C = {}, range(len(obs[0][1].sig))

@@ -493,6 +493,7 @@ def carry_templates(
     if key not in _CARRIED: _CARRIED[key] = _carry_fit(model, path, block, kind, seq_len, progress)
     return tuple(_CARRIED[key][:2])
 
+# %% ../nbs/11_discovery.ipynb #ca11a0f1
 def carry_found(
     model:nn.Module,     # a transformers model holding the block (its config makes the twins)
     path:str,            # the block's path in `model`
