@@ -21,7 +21,8 @@ from .core import random_params, atomic_write
 from .pde import count_laws
 from .adapters import Call, adapt, capture_calls, NotStated
 from .readers import float64_buffers, batched_experts
-from .discovery import tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates
+from .discovery import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates,
+                                  NOT_LAYOUT)
 from .carry import template_expr
 from .formulas import (infer_count_formula, fit_count_formula, formula_domain, CountFormula, PolyFit, Domain, count_at,
                                  build_at, fit_verdict, format_sizes)
@@ -54,8 +55,6 @@ MODEL_TYPES = {
 }
 
 # %% ../nbs/21_census.ipynb #563d31f3
-_NOT_LAYOUT = ('architectures', 'transformers_version', 'torch_dtype', 'dtype', '_name_or_path', 'auto_map', 'quantization_config',
-               'model_type', 'id2label', 'label2id', 'task_specific_params', 'text_config', 'vision_config')
 _DEFAULTS = {'num_key_value_heads': lambda s: s['H'], 'n_inner': lambda s: 4*s['d']}   # what a config may leave out: transformers' value
 
 def _load(config_or_model)->tuple:
@@ -116,7 +115,7 @@ def published()->dict:
 def _hf_config(model_type:str, cfg:dict, **over):
     "A transformers config of `model_type` from `cfg` (less what is not layout: names, dtypes, quantisation) and `over`"
     import transformers
-    kw = {k: v for k, v in cfg.items() if k not in _NOT_LAYOUT} | over
+    kw = {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over
     c = transformers.AutoConfig.for_model(model_type, **kw)
     for k in ('pad_token_id', 'bos_token_id', 'eos_token_id'):
         v = getattr(c, k, None)
@@ -189,7 +188,7 @@ def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int)->dict:
     over['vocab_size'] = 16
     if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
     if cfg.get('sliding_window'): over['sliding_window'] = 2
-    return {k: v for k, v in cfg.items() if k not in _NOT_LAYOUT} | over | _TWIN_FIXED.get(model_type, {})
+    return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over | _TWIN_FIXED.get(model_type, {})
 
 def _twin_block(model_type:str, cfg:dict, group:BlockGroup, sizes:dict, seq_len:int=4, config:dict=None)->tuple:
     "(block, Call) of the group's block in a twin: same class and layout, sizes `sizes` (or the whole `config`), float64 at a generic point"
@@ -311,7 +310,7 @@ _FORMULAS = {}    # (model_type, class, layer kind, layout) -> BlockLaw: a famil
 def _layout_key(model_type:str, cfg:dict)->str:
     "The config less its sizes, layer counts and names: what twins keep"
     fam = MODEL_TYPES[model_type]
-    skip = set(fam.keys.values()) | set(_NOT_LAYOUT) | {'head_dim', 'layer_types', 'first_k_dense_replace', 'num_hidden_layers', 'max_window_layers'}
+    skip = set(fam.keys.values()) | set(NOT_LAYOUT) | {'head_dim', 'layer_types', 'first_k_dense_replace', 'num_hidden_layers', 'max_window_layers'}
     return json.dumps({k: v for k, v in sorted(cfg.items()) if k not in skip and not k.endswith('_token_id')}, sort_keys=True, default=str)
 
 # %% ../nbs/21_census.ipynb #a1c0f3e8
@@ -501,7 +500,7 @@ def _real_config(model_type:str, cfg:dict, idx:int)->dict:
     "The config at its own sizes with layers 0..idx and a vocabulary of 16 (no block holds the embeddings)"
     over = {MODEL_TYPES[model_type].keys.get('L', 'num_hidden_layers'): idx + 1, 'vocab_size': 16}
     if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
-    return {k: v for k, v in cfg.items() if k not in _NOT_LAYOUT} | over
+    return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over
 
 def check_block(
     model_type:str, cfg:dict,     # the config, as `_load` reads it
