@@ -219,19 +219,21 @@ def _class_values(P:Tensor, kind:str, idx:Tensor, gram:bool)->tuple:
     n = 1 if kind == 'lin' else P.shape[1] if kind == 'rowsum' else P.shape[0]
     return V.sum(1), torch.full_like(V, float(n))
 
-def family_values(f:Fam, P:dict)->tuple:
-    "(values, norms of their gradients) of family f's laws at parameters P: (G, w(w+1)/2) for 'sym', (G, w) for 'diag'"
+def family_values(f:Fam, P:dict, norms:bool=True)->tuple:
+    """(values, norms of their gradients) of family f's laws at parameters P: (G, w(w+1)/2) for 'sym', (G, w) for 'diag';
+    `norms=False` (a monitor's step): the values only, and None"""
     dev = next(iter(P.values())).device
     val = nrm = 0.
     for c, cl in enumerate(f.sig):
         co = float(cl.coef)
         v, sq = _class_values(P[cl.param], cl.kind, _positions(f, c, dev), f.kind == 'sym')
         val = val + co*v
+        if not norms: continue
         if f.kind == 'sym': cc = sq.sum(1); nrm = nrm + co**2*(cc[:, :, None] + cc[:, None, :] + torch.diag_embed(2*cc))
         else: nrm = nrm + co**2*(4 if cl.kind in ('row', 'col', 'vec') else 1)*sq.sum(1)
-    if f.kind == 'diag': return val, nrm.sqrt()
-    iu = torch.triu_indices(f.w, f.w, device=dev)
-    return val[:, iu[0], iu[1]], nrm[:, iu[0], iu[1]].sqrt()
+    iu = torch.triu_indices(f.w, f.w, device=dev) if f.kind == 'sym' else None
+    at = (lambda t: t) if iu is None else (lambda t: t[:, iu[0], iu[1]])
+    return at(val), at(nrm).sqrt() if norms else None
 
 def family_fits(f:Fam, shapes:dict)->bool:
     "Every index of family f lies inside its parameter (`shapes`: name -> shape)"

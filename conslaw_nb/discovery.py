@@ -516,11 +516,11 @@ def carry_found(
     if any(f is None or not family_fits(f, shapes) for f in fams):
         raise ValueError(f"{type(m).__name__}: the carried families do not fit its parameters at {sizes}")
     exprs = [template_expr(t) for t in T]
-    def laws(P): return {e: family_values(f, P)[0].reshape(-1) for f, e in zip(fams, exprs)} if fams else {'(no laws)': P[next(iter(P))].new_zeros(0)}
+    def laws(P): return {e: family_values(f, P, norms=False)[0].reshape(-1) for f, e in zip(fams, exprs)} if fams else {'(no laws)': P[next(iter(P))].new_zeros(0)}
     laws.grad_norms = lambda P: {e: family_values(f, P)[1].reshape(-1) for f, e in zip(fams, exprs)}
     deg = [2 if any(cl.kind in ('row', 'col', 'vec') for cl in f.sig) else 1 for f in fams]
     def rows(P):                                          # per family: a sym family's Gram entries per block g (a row each, as Eq. 10
-        vals = [family_values(f, P)[0] for f in fams]     # groups a head's matrix law), a diag family's laws one per row
+        vals = [family_values(f, P, norms=False)[0] for f in fams]     # groups a head's matrix law), a diag family's laws one per row
         return {f'carried{k}:{j}': v if f.kind == 'sym' else v.reshape(-1, 1) for j, (f, v, k) in enumerate(zip(fams, vals, deg))}
     a = _carried_adapted(m, kind, call, params, laws, sum(f.n for f in fams), exprs=exprs, entry=entry, sizes=sizes)
     a.rows = rows
