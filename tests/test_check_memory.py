@@ -36,8 +36,10 @@ def _peak(budget, old=False):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 @pytest.mark.skipif(not os.path.exists('/proc/self/clear_refs'), reason='needs Linux /proc to read the peak of one call')
-@pytest.mark.xfail(strict=True, reason="measured: the streamed check grows the process by 70.7 MB at budget=64 MB (the old path 210 MB); "
-                   "the 6.7 MB over is not yet found (law_norms' probes or the model's batched backward)")
+@pytest.mark.xfail(strict=False, reason="measured: the streamed check grows the process by 64.6-77.7 MB at budget=64 MB (five runs: "
+                   "69.0, 68.1, 76.7, 64.6, 77.7; the old path 205-217 MB); the excess is not yet found (law_norms' probes or the model's "
+                   "batched backward). Not strict: the growth varies by ±7 MB from run to run around the budget, so a pass is noise, "
+                   "not a fix (a strict xfail failed CI on one such run)")
 def test_budget_64mb_is_honoured():
     "At 64 MB the streamed check grows the process by less than the budget; with the budget past 8·D·3 bytes (the old path"
     " taken at once) it grows by more than 64 MB, so the 64 MB row measures the streaming, not a small model"
