@@ -453,7 +453,8 @@ def check_laws(
     exact:bool=True,       # evaluate the model under `exact_ops`
     method:str='auto',     # 'dense' (every ∇f_k(x) as a row), 'matrix_free' (random losses, VJPs/JVPs in chunks), or 'auto' (by memory)
     n_dirs:int=8,          # matrix-free: random losses Σ_x u_x·f(θ; x) checked against (each law must be orthogonal to every one)
-    budget:int=_CHECK_BUDGET, # bytes: 'auto' goes matrix-free past it, and the matrix-free chunks stay within it
+    budget:int=_CHECK_BUDGET, # bytes: 'auto' goes matrix-free past it, and the matrix-free check's peak stays within it down to
+                              # its floor, θ's flat copy and one random loss's gradient on the largest tensor (8·D + 40·max size)
     loss:str='any',        # 'any'/'mse': every output direction; 'ce': directions u ⟂ 1 only (see `count_laws`)
     progress:bool=None,    # matrix-free: a tqdm bar (None: on once the passes over θ are long, n_dirs·D ≥ 2·10⁸)
 )->LawCheck:
