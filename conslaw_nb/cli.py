@@ -168,6 +168,7 @@ def cmd_train(args)->int:
             path = write_records(Path(args.out)/'runs'/f'{cfg.name()}.csv', recs)
             print('\n'.join(summary(recs)))   # drift over the matched scale; prediction error only where the drift is measured
             print(f"records: {path}")
+        if dist.is_initialized(): dist.barrier()   # every rank done before any tears the group down
     finally:
         if dist.is_initialized(): dist.destroy_process_group()
     return 0

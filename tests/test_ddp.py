@@ -16,6 +16,7 @@ SCRIPT = textwrap.dedent(f"""
     recs = train(TrainConfig(**{CFG!r}))
     if dist.get_rank() == 0:
         json.dump(recs, open(sys.argv[1], 'w'))
+    dist.barrier()                 # both ranks done before either tears the group down
     dist.destroy_process_group()
 """)
 
@@ -26,7 +27,7 @@ def test_ddp_two_processes_match_one(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS='1')
     r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2', str(script), str(out)],
                        env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stderr[:2000] + '\n...\n' + r.stderr[-2000:]
     ddp = json.loads(out.read_text())
     one = train(TrainConfig(**CFG))
     assert len(ddp) == len(one) > 0
