@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['FORWARD_TOL', 'COUNT_MAX_D', 'FOUND_HINT', 'CHECK_SAMPLES', 'CHECK_SAMPLES_WIDE', 'WIDE_D', 'Adapted', 'check_eval',
-           'probe_dtype', 'forward_gap', 'init_generic', 'adapt', 'module_zoo']
+           'probe_dtype', 'forward_gap', 'init_generic', 'adapt']
 
 # %% ../nbs/07a_adapt.ipynb #79a1349c
-import copy, importlib.util, inspect, math
+import copy, inspect, math
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
@@ -207,52 +207,3 @@ def adapt(
         if check: probe_dtype(a); a.checks = _verify(a, ref, count_max_D, seq_len, causal)
     except NotStated as e: raise NotStated(str(e) + FOUND_HINT) from None
     return a
-
-# %% ../nbs/07a_adapt.ipynb #612f3392
-def _transformers_zoo(s:int)->dict:
-    "The transformers blocks of `module_zoo` at size `s` (built from configs, never downloaded)"
-    import transformers as tf
-    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP
-    from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention, Qwen2MLP
-    from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention, Qwen3MLP
-    from transformers.models.mistral.modeling_mistral import MistralAttention
-    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
-    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
-    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
-    att = lambda H, Hkv, impl: dict(hidden_size=4*s, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=2, attn_implementation=impl)
-    moe = dict(hidden_size=3, num_attention_heads=1, moe_intermediate_size=2, num_experts=3+s, num_experts_per_tok=2)
-    return {
-        'LlamaMLP': (LlamaMLP(tf.LlamaConfig(hidden_size=4, num_attention_heads=2, intermediate_size=2+s)), {}),
-        'Qwen2MLP': (Qwen2MLP(tf.Qwen2Config(hidden_size=4, num_attention_heads=2, intermediate_size=2+s)), {}),
-        'Qwen3MLP': (Qwen3MLP(tf.Qwen3Config(hidden_size=4, num_attention_heads=2, intermediate_size=2+s)), {}),
-        'LlamaAttention (MHA)': (LlamaAttention(tf.LlamaConfig(**att(2*s, 2*s, 'sdpa')), 0), {}),
-        'LlamaAttention (GQA)': (LlamaAttention(tf.LlamaConfig(**att(2*s, s, 'eager')), 0), {}),
-        'MistralAttention (MQA)': (MistralAttention(tf.MistralConfig(**att(2*s, 1, 'sdpa')), 0), {}),
-        'Qwen2Attention (biases, GQA)': (Qwen2Attention(tf.Qwen2Config(**att(2*s, s, 'sdpa')), 0), {}),
-        'Qwen3Attention (q/k-norm, eps=0)': (Qwen3Attention(tf.Qwen3Config(**att(2*s, s, 'sdpa'), rms_norm_eps=0.), 0), {}),
-        'Qwen3Attention (q/k-norm, eps=1e-6)': (Qwen3Attention(tf.Qwen3Config(**att(2*s, s, 'eager')), 0), {}),
-        'LlamaAttention (not causal)': (LlamaAttention(tf.LlamaConfig(**att(2*s, s, 'sdpa')), 0), dict(causal=False)),
-        'MixtralSparseMoeBlock': (MixtralSparseMoeBlock(tf.MixtralConfig(hidden_size=3, num_attention_heads=1, intermediate_size=2,
-                                                                      num_local_experts=3+s, num_experts_per_tok=2)), {}),
-        'Qwen2MoeSparseMoeBlock (shared expert)': (Qwen2MoeSparseMoeBlock(tf.Qwen2MoeConfig(**moe, shared_expert_intermediate_size=s)), {}),
-        'Qwen3MoeSparseMoeBlock': (Qwen3MoeSparseMoeBlock(tf.Qwen3MoeConfig(**moe, norm_topk_prob=True)), {}),
-    }
-
-# %% ../nbs/07a_adapt.ipynb #612f3393
-def module_zoo(
-    size:int=1,          # widths grow with it (1 and 2 are the two sizes the tests use)
-    seed:int=0,          # seed of `init_generic`'s generator: the random point of every block
-    transformers:bool=True,  # include the transformers modules (when transformers is installed)
-)->dict:                 # name -> (module, kwargs for `adapt`)
-    "One tiny float64 block of every kind `adapt` reads, at a generic random point"
-    if not isinstance(size, int) or isinstance(size, bool) or size < 1: raise ValueError(f"`size` = {size!r}: use an integer >= 1")
-    g = torch.Generator().manual_seed(seed)
-    s = size
-    z = {'blocks.Attention (RoPE, GQA)': (Attention(4*s, 2*s, s, head_dim=2, rope=True, causal=True), {}),
-         'blocks.SwiGLU': (SwiGLU(3, 2+s), {}),
-         'blocks.MoE (top-2, shared expert)': (MoE(3, 2, 3+s, top_k=2, shared_d_ff=s), {}),
-         'nn.MultiheadAttention': (nn.MultiheadAttention(4, 2 if s == 1 else 4, bias=False, batch_first=True), {}),
-         'nn.MultiheadAttention (biases, causal)': (nn.MultiheadAttention(4, s, batch_first=True), dict(causal=True)),
-         'nn.Sequential ReLU MLP': (nn.Sequential(nn.Linear(3, 3+s), nn.ReLU(), nn.Linear(3+s, 2)), {})}
-    if transformers and importlib.util.find_spec('transformers') is not None: z |= _transformers_zoo(s)
-    return {k: (init_generic(m.double(), g), kw) for k, (m, kw) in z.items()}

@@ -19,10 +19,12 @@ from torch import Tensor
 from torch.func import vmap
 from .core import (random_params, gaussian_inputs, draw_inputs, as_functional, check_int, check_choice, check_params,
                              check_input, causal_mask, rms_norm_ref)
-from .pde import check_laws, gradient_descent
+from .pde import check_laws
+from .flow import gradient_descent
 from .blocks import gated_mlp, transformer_layer, NORM_EPS, MoE
 from .attention import mha, linear_weights
 from .discovery import find_laws
+from .zoo import register, view
 from .formulas import (infer_count_formula, CountFormula, Domain, count_at, build_at, fit_verdict, format_sizes, check_seeds,
                                  check_grid, size_symbols, inequality_holds, counts_text)
 
@@ -290,6 +292,9 @@ class AtlasBlock:
     x: str = None           # the size `plot_atlas` puts on the x axis (default the first)
     probe: object = None    # the grid `formula_domain` counts on: every size free (the width too), across the boundaries
     domain: tuple = None    # the domain it finds, stated here (`atlas_row` checks it): inequalities; () everywhere
+    kind: str = 'sizes'     # as a `zoo.Entry`: `build` takes the sizes
+    tags: tuple = ('atlas',)  # the zoo's lists it is on
+    page: str = 'atlas'     # the page that derives its laws: this one
     @property
     def theory_expr(self): return sp.sympify(self.theory, locals={n: sp.Symbol(n, positive=True, integer=True) for n in self.sizes})
     @property
@@ -297,57 +302,58 @@ class AtlasBlock:
         "Every size of the block: the formula's, then those the build otherwise fixes (the width d, MoE's k)"
         return tuple(dict.fromkeys([*self.sizes, *(check_grid(self.probe)[0] if self.probe else ())]))
 
-def _block(name, title, build, sizes, outside, small, theory, symmetry, *, quick=False, x=None):
-    return name, AtlasBlock(name, title, build, sizes, outside, small, theory, symmetry, quick, x)
+def _block(name, title, build, sizes, outside, small, theory, symmetry, *, quick=False, x=None)->AtlasBlock:
+    "An atlas block, registered in the zoo (`zoo.register`): `ATLAS` is the zoo's view of them"
+    return register(AtlasBlock(name, title, build, sizes, outside, small, theory, symmetry, quick, x))
 
 _HEADS = {'H': [1, 2], 'dk': [1, 2, 3], 'dv': [1, 2, 3]}
 
 # %% ../nbs/20_atlas.ipynb #61a7878c
-ATLAS = dict([
-    _block('gqa', 'GQA: H = 2G query heads, G key/value heads', _gqa, {'G': [1, 2], 'dk': [1, 2, 3], 'dv': [1, 2, 3]},
-           [{'G': 3, 'dk': 2, 'dv': 1}, {'G': 1, 'dk': 4, 'dv': 2}], {'G': 1, 'dk': 2, 'dv': 1}, 'G*(dk*(dk+1)/2 + dv*(dv+1)/2)',
-           'per key/value group, K_j → K_j M⁻ᵀ with Q_i → Q_i M for all its query heads, V_j → V_j N with O_i → O_i N⁻ᵀ', x='dk'),
-    _block('mqa', 'MQA: H query heads, one key/value head', _mqa, _HEADS,
-           [{'H': 4, 'dk': 2, 'dv': 2}, {'H': 1, 'dk': 4, 'dv': 1}], {'H': 3, 'dk': 2, 'dv': 1}, 'dk*(dk+1)/2 + dv*(dv+1)/2',
-           "GQA's with one group: a single GL(dk) × GL(dv), however many query heads", quick=True, x='dk'),
-    _block('mla', 'Multi-head latent attention (shared KV latent of width r)', _mla, {'H': [1, 2], 'r': [1, 2, 3], 'dk': [1, 2, 3]},
-           [{'H': 3, 'r': 2, 'dk': 2}, {'H': 1, 'r': 4, 'dk': 1}], {'H': 1, 'r': 2, 'dk': 1}, 'r*(r+1)/2 + H*dk*(dk+1)',
-           'GL(r) on the latent (W_c → W_c L, U_k,i → L⁻¹U_k,i, U_v,i → L⁻¹U_v,i) and, per head, GL(dk) on Q_i, U_k,i and on U_v,i, O_i',
-           x='r'),
-    _block('qk-norm', 'Qwen3 attention: RMSNorm on queries and keys, then RoPE (dk = 2m)', _qk_norm,
-           {'H': [1, 2], 'm': [1, 2], 'dv': [1, 2, 3]}, [{'H': 3, 'm': 1, 'dv': 2}, {'H': 1, 'm': 3, 'dv': 1}],
-           {'H': 1, 'm': 1, 'dv': 1}, 'm + H*dv*(dv+1)/2',
-           'the norm removes every rescaling of Q, K; a rotation pair of the shared gains rescales (q_norm ↑, k_norm ↓); V, O keep GL(dv)',
-           x='dv'),
-    _block('alibi', 'ALiBi attention (linear position biases, no embedding)', _alibi, _HEADS,
-           [{'H': 3, 'dk': 2, 'dv': 1}, {'H': 1, 'dk': 4, 'dv': 2}], {'H': 1, 'dk': 2, 'dv': 1}, 'H*(dk*(dk+1)/2 + dv*(dv+1)/2)',
-           "multi-head attention's per-head GL(dk) × GL(dv): the bias depends on positions only", x='dk'),
-    _block('window', 'Sliding-window attention (causal, window 2, T = 4)', _window, _HEADS,
-           [{'H': 3, 'dk': 2, 'dv': 1}, {'H': 1, 'dk': 4, 'dv': 2}], {'H': 1, 'dk': 2, 'dv': 1}, 'H*(dk*(dk+1)/2 + dv*(dv+1)/2)',
-           "the same: a fixed mask leaves every score's Q_i K_iᵀ symmetry", x='dk'),
-    _block('linear-elu', 'Linear attention, φ = elu + 1 (dk ≥ 2)', _lin_elu, {'H': [1, 2], 'dk': [2, 3], 'dv': [1, 2, 3]},
-           [{'H': 3, 'dk': 2, 'dv': 2}, {'H': 1, 'dk': 4, 'dv': 3}], {'H': 1, 'dk': 2, 'dv': 2}, 'H*dv*(dv+1)/2',
-           'φ(x Q) is not equivariant under any GL(dk): only V_i → V_i N, O_i → O_i N⁻ᵀ survives', x='dv'),
-    _block('linear-exp', 'Linear attention, φ = exp (dk = 2)', _lin_exp, {'H': [1, 2], 'd': [2, 3, 4], 'dv': [1, 2, 3]},
-           [{'H': 3, 'd': 3, 'dv': 1}, {'H': 1, 'd': 5, 'dv': 2}], {'H': 1, 'd': 3, 'dv': 1}, 'H*(d + dv*(dv+1)/2)',
-           'exp(x(Q + u1ᵀ)) = e^{x·u} exp(xQ): a shift u ∈ R^d of every query column cancels in the normalisation; V, O keep GL(dv)',
-           x='d'),
-    _block('diag-ssm', 'Diagonal linear SSM: h_t = a ⊙ h_{t−1} + B x_t, y_t = C h_t', _diag, {'n': [1, 2, 3], 'd': [1, 2]},
-           [{'n': 5, 'd': 3}, {'n': 2, 'd': 4}], {'n': 2, 'd': 2}, 'n',
-           'a diagonal change of state basis h → S h commutes with a ⊙: B → S B, C → C S⁻¹, one scale per state', quick=True),
-    _block('selective-ssm', 'Selective SSM: input-dependent step Δ_t = softplus(w·x_t + b)', _selective, {'n': [1, 2, 3], 'd': [1, 2]},
-           [{'n': 5, 'd': 3}, {'n': 2, 'd': 4}], {'n': 2, 'd': 2}, 'n',
-           'the same per-state scaling: the step multiplies every state alike, so it commutes with S'),
-    _block('geglu', 'GeGLU: A (GELU(B x) ⊙ C x)', _glu('gelu'), {'d': [1, 2, 3], 'd1': [1, 2, 3]},
-           [{'d': 2, 'd1': 5}, {'d': 4, 'd1': 2}], {'d': 2, 'd1': 2}, 'd1',
-           "SwiGLU's: the linear branch rescales against the down-projection, C_i → e^t C_i, A_:,i → e^{−t} A_:,i", quick=True, x='d1'),
-    _block('reglu', 'ReGLU: A (ReLU(B x) ⊙ C x) (d ≥ 2)', _glu('relu'), {'d': [2, 3, 4], 'd1': [1, 2, 3]},
-           [{'d': 2, 'd1': 5}, {'d': 5, 'd1': 2}], {'d': 2, 'd1': 2}, '2*d1',
-           'two rescalings per unit: C_i against A_:,i, and B_i against A_:,i (ReLU is positively homogeneous)', x='d1'),
-    _block('moe-shared', 'Fine-grained MoE: E experts of width d1, top-2, a shared expert of width s', _moe,
-           {'E': [3, 4], 'd1': [1, 2], 's': [1, 2], 'd': [2, 3]}, [{'E': 6, 'd1': 2, 's': 3, 'd': 2}], {'E': 3, 'd1': 1, 's': 1, 'd': 2},
-           'E*d1 + d + s', "each SwiGLU expert's d1 rescalings, the shared expert's s, and the router shift W_i → W_i + u (softmax)"),
-])
+_block('gqa', 'GQA: H = 2G query heads, G key/value heads', _gqa, {'G': [1, 2], 'dk': [1, 2, 3], 'dv': [1, 2, 3]},
+       [{'G': 3, 'dk': 2, 'dv': 1}, {'G': 1, 'dk': 4, 'dv': 2}], {'G': 1, 'dk': 2, 'dv': 1}, 'G*(dk*(dk+1)/2 + dv*(dv+1)/2)',
+       'per key/value group, K_j → K_j M⁻ᵀ with Q_i → Q_i M for all its query heads, V_j → V_j N with O_i → O_i N⁻ᵀ', x='dk')
+_block('mqa', 'MQA: H query heads, one key/value head', _mqa, _HEADS,
+       [{'H': 4, 'dk': 2, 'dv': 2}, {'H': 1, 'dk': 4, 'dv': 1}], {'H': 3, 'dk': 2, 'dv': 1}, 'dk*(dk+1)/2 + dv*(dv+1)/2',
+       "GQA's with one group: a single GL(dk) × GL(dv), however many query heads", quick=True, x='dk')
+_block('mla', 'Multi-head latent attention (shared KV latent of width r)', _mla, {'H': [1, 2], 'r': [1, 2, 3], 'dk': [1, 2, 3]},
+       [{'H': 3, 'r': 2, 'dk': 2}, {'H': 1, 'r': 4, 'dk': 1}], {'H': 1, 'r': 2, 'dk': 1}, 'r*(r+1)/2 + H*dk*(dk+1)',
+       'GL(r) on the latent (W_c → W_c L, U_k,i → L⁻¹U_k,i, U_v,i → L⁻¹U_v,i) and, per head, GL(dk) on Q_i, U_k,i and on U_v,i, O_i',
+       x='r')
+_block('qk-norm', 'Qwen3 attention: RMSNorm on queries and keys, then RoPE (dk = 2m)', _qk_norm,
+       {'H': [1, 2], 'm': [1, 2], 'dv': [1, 2, 3]}, [{'H': 3, 'm': 1, 'dv': 2}, {'H': 1, 'm': 3, 'dv': 1}],
+       {'H': 1, 'm': 1, 'dv': 1}, 'm + H*dv*(dv+1)/2',
+       'the norm removes every rescaling of Q, K; a rotation pair of the shared gains rescales (q_norm ↑, k_norm ↓); V, O keep GL(dv)',
+       x='dv')
+_block('alibi', 'ALiBi attention (linear position biases, no embedding)', _alibi, _HEADS,
+       [{'H': 3, 'dk': 2, 'dv': 1}, {'H': 1, 'dk': 4, 'dv': 2}], {'H': 1, 'dk': 2, 'dv': 1}, 'H*(dk*(dk+1)/2 + dv*(dv+1)/2)',
+       "multi-head attention's per-head GL(dk) × GL(dv): the bias depends on positions only", x='dk')
+_block('window', 'Sliding-window attention (causal, window 2, T = 4)', _window, _HEADS,
+       [{'H': 3, 'dk': 2, 'dv': 1}, {'H': 1, 'dk': 4, 'dv': 2}], {'H': 1, 'dk': 2, 'dv': 1}, 'H*(dk*(dk+1)/2 + dv*(dv+1)/2)',
+       "the same: a fixed mask leaves every score's Q_i K_iᵀ symmetry", x='dk')
+_block('linear-elu', 'Linear attention, φ = elu + 1 (dk ≥ 2)', _lin_elu, {'H': [1, 2], 'dk': [2, 3], 'dv': [1, 2, 3]},
+       [{'H': 3, 'dk': 2, 'dv': 2}, {'H': 1, 'dk': 4, 'dv': 3}], {'H': 1, 'dk': 2, 'dv': 2}, 'H*dv*(dv+1)/2',
+       'φ(x Q) is not equivariant under any GL(dk): only V_i → V_i N, O_i → O_i N⁻ᵀ survives', x='dv')
+_block('linear-exp', 'Linear attention, φ = exp (dk = 2)', _lin_exp, {'H': [1, 2], 'd': [2, 3, 4], 'dv': [1, 2, 3]},
+       [{'H': 3, 'd': 3, 'dv': 1}, {'H': 1, 'd': 5, 'dv': 2}], {'H': 1, 'd': 3, 'dv': 1}, 'H*(d + dv*(dv+1)/2)',
+       'exp(x(Q + u1ᵀ)) = e^{x·u} exp(xQ): a shift u ∈ R^d of every query column cancels in the normalisation; V, O keep GL(dv)',
+       x='d');
+
+# %% ../nbs/20_atlas.ipynb #61a7878b
+_block('diag-ssm', 'Diagonal linear SSM: h_t = a ⊙ h_{t−1} + B x_t, y_t = C h_t', _diag, {'n': [1, 2, 3], 'd': [1, 2]},
+       [{'n': 5, 'd': 3}, {'n': 2, 'd': 4}], {'n': 2, 'd': 2}, 'n',
+       'a diagonal change of state basis h → S h commutes with a ⊙: B → S B, C → C S⁻¹, one scale per state', quick=True)
+_block('selective-ssm', 'Selective SSM: input-dependent step Δ_t = softplus(w·x_t + b)', _selective, {'n': [1, 2, 3], 'd': [1, 2]},
+       [{'n': 5, 'd': 3}, {'n': 2, 'd': 4}], {'n': 2, 'd': 2}, 'n',
+       'the same per-state scaling: the step multiplies every state alike, so it commutes with S')
+_block('geglu', 'GeGLU: A (GELU(B x) ⊙ C x)', _glu('gelu'), {'d': [1, 2, 3], 'd1': [1, 2, 3]},
+       [{'d': 2, 'd1': 5}, {'d': 4, 'd1': 2}], {'d': 2, 'd1': 2}, 'd1',
+       "SwiGLU's: the linear branch rescales against the down-projection, C_i → e^t C_i, A_:,i → e^{−t} A_:,i", quick=True, x='d1')
+_block('reglu', 'ReGLU: A (ReLU(B x) ⊙ C x) (d ≥ 2)', _glu('relu'), {'d': [2, 3, 4], 'd1': [1, 2, 3]},
+       [{'d': 2, 'd1': 5}, {'d': 5, 'd1': 2}], {'d': 2, 'd1': 2}, '2*d1',
+       'two rescalings per unit: C_i against A_:,i, and B_i against A_:,i (ReLU is positively homogeneous)', x='d1')
+_block('moe-shared', 'Fine-grained MoE: E experts of width d1, top-2, a shared expert of width s', _moe,
+       {'E': [3, 4], 'd1': [1, 2], 's': [1, 2], 'd': [2, 3]}, [{'E': 6, 'd1': 2, 's': 3, 'd': 2}], {'E': 3, 'd1': 1, 's': 1, 'd': 2},
+       'E*d1 + d + s', "each SwiGLU expert's d1 rescalings, the shared expert's s, and the router shift W_i → W_i + u (softmax)");
 
 # %% ../nbs/20_atlas.ipynb #1c348895
 def _norm_symmetry(order:str, norm:str)->str:
@@ -356,12 +362,14 @@ def _norm_symmetry(order:str, norm:str)->str:
     if norm == 'rms': return "attention's GL(k) × GL(k) and the MLP's rescalings only: the norm after the residual blocks the gains'"
     return ("as post-norm RMSNorm, plus shifts the mean subtraction removes: O → O + 1uᵀ per head (k laws), A → A + 1vᵀ (d1 laws)")
 
-ATLAS.update(_block(f'{o}-{n}', f"{o.capitalize()}-norm decoder layer, {dict(rms='RMSNorm', layer='LayerNorm')[n]} (H = 1, dk = dv = k)",
-                    _decoder(n, o), {'k': [1, 2, 3], 'd': [4, 5, 6], 'd1': [1, 2]}, [{'k': 2, 'd': 7, 'd1': 3}],
-                    {'k': 1, 'd': 4, 'd1': 1},
-                    {('pre', 'rms'): 'k*(k+1) + 2*d + d1', ('pre', 'layer'): 'k*(k+1) + 2*d + d1',
-                     ('post', 'rms'): 'k*(k+1) + d1', ('post', 'layer'): 'k*(k+1) + k + 2*d1'}[o, n], _norm_symmetry(o, n))
-             for o in _ORDERS for n in _NORMS)
+for o in _ORDERS:
+    for n in _NORMS:
+        _block(f'{o}-{n}', f"{o.capitalize()}-norm decoder layer, {dict(rms='RMSNorm', layer='LayerNorm')[n]} (H = 1, dk = dv = k)",
+               _decoder(n, o), {'k': [1, 2, 3], 'd': [4, 5, 6], 'd1': [1, 2]}, [{'k': 2, 'd': 7, 'd1': 3}],
+               {'k': 1, 'd': 4, 'd1': 1},
+               {('pre', 'rms'): 'k*(k+1) + 2*d + d1', ('pre', 'layer'): 'k*(k+1) + 2*d + d1',
+                ('post', 'rms'): 'k*(k+1) + d1', ('post', 'layer'): 'k*(k+1) + k + 2*d1'}[o, n], _norm_symmetry(o, n))
+ATLAS = view('atlas')   # name -> `AtlasBlock`: the zoo's atlas entries
 QUICK = [n for n, b in ATLAS.items() if b.quick]
 
 # %% ../nbs/20_atlas.ipynb #381a0dff

@@ -11,7 +11,7 @@ import torch
 from torch import nn, Tensor
 from . import blocks
 from .core import check_params, check_finite, check_int, check_choice, gaussian_inputs
-from .pde import Problem
+from .problem import Problem
 from .blocks import sinusoidal_pe, check_pairs
 
 # %% ../nbs/05_attention.ipynb #f94466ab

@@ -8,61 +8,34 @@ __all__ = ['SWIGLU_SRC', 'MHA_SRC', 'BASELINE_EXTRA', 'BASELINE_MIN_PATIENCE', '
            'ANCHOR_SECONDS', 'LINEAR_CHECK', 'RELU_CHECK', 'NEXT_POINT_GROWTH', 'CHEAP_POINT_S', 'FIT_MIN_D',
            'SWIGLU_DS', 'MHA_DS', 'TARGET_D', 'MONITOR_LR', 'MONITOR_WARMUP', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS',
            'WIDTH_COUNT_DS', 'WIDTH_COUNT_METHODS', 'LOBPCG_MAX_D', 'WIDTH_BEYOND_DS', 'WIDTH_ATTENTION',
-           'WIDTH_ATTENTION_BEYOND', 'DECODER_SHAPES', 'WIDTH_DECODER', 'mha_rope', 'BenchCase', 'swiglu_case',
-           'mha_case', 'baseline_count', 'floor_count', 'is_cuda', 'Peak', 'timed', 'fit_exponent', 'machine',
-           'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net', 'linear_laws',
-           'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite', 'relu_suite',
-           'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling', 'mha_scaling', 'power_fit',
-           'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor', 'print_monitor', 'direct_rates',
-           'taking_turns', 'width_check_row', 'width_count_row', 'path_name', 'count_line', 'module_checks',
-           'attention_width_case', 'decoder_layer_case', 'decoder_layer_name', 'case_count_row', 'case_line',
-           'turn_range', 'bench_width']
+           'WIDTH_ATTENTION_BEYOND', 'WIDTH_DECODER', 'baseline_count', 'floor_count', 'is_cuda', 'Peak', 'timed',
+           'fit_exponent', 'machine', 'speedup_row', 'print_speedup', 'bench_speedup', 'linear_net', 'relu_net',
+           'linear_laws', 'centred_relu_params', 'anchor_widths', 'linear_row', 'relu_row', 'linear_suite',
+           'relu_suite', 'print_anchors', 'bench_anchors', 'scaling_point', 'swiglu_scaling', 'mha_scaling',
+           'power_fit', 'bench_scaling', 'print_scaling_summary', 'sgd_step', 'bench_monitor', 'print_monitor',
+           'direct_rates', 'taking_turns', 'width_check_row', 'width_count_row', 'path_name', 'count_line',
+           'case_count_row', 'case_line', 'turn_range', 'bench_width']
 
 # %% ../nbs/19_bench.ipynb #d58694a1
 import contextlib, math, os, platform, random, statistics, threading, time
 from dataclasses import dataclass
 import torch
-from .core import (as_functional, Flat, random_params, draw_inputs, output_dim, flat_model, normalize_rows, save_json,
-                             gaussian_inputs)
+from .core import (as_functional, Flat, random_params, draw_inputs, output_dim, flat_model, normalize_rows, gaussian_inputs)
 from .rank import rank_decision
 from torch.func import vmap, vjp, jvp
 from .pde import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, bracket_scale, law_norms
 from .checks import law_fn
-from .ffn import swiglu, swiglu_problem
-from .attention import mha, mha_problem, rope_theory
-from . import blocks
+from .ffn import swiglu_problem
+from .attention import mha_problem
 from .models import build_model
-from .adapters import adapt
-from types import SimpleNamespace
+from .problem import Problem
+from .zoo import (view, decoder_layer_case, decoder_layer_name, module_checks,
+                            attention_width_case)
 from .monitor import ConservationMonitor
 from .training import TrainConfig, TASKS
 
 # %% ../nbs/19_bench.ipynb #74dc351a
 SWIGLU_SRC, MHA_SRC = 'conslaw_nb.ffn.swiglu', 'conslaw_nb.attention.mha'
-
-def mha_rope(p, X):
-    "`attention.mha` with rotary position embeddings"
-    return mha(p, X, rope=True)
-
-@dataclass
-class BenchCase:
-    "A model, its parameter shapes, an input sampler and the number of laws the theory gives"
-    f: callable       # the model, f(params, x) on one input
-    shapes: dict      # parameter name -> shape
-    inputs: callable  # sample_inputs(n, generator) -> n inputs
-    laws: int         # the theory's count
-    def params(self, seed:int=0, device=None)->dict:
-        "A random point of the case's parameters"
-        return random_params(self.shapes, torch.Generator().manual_seed(seed), device=device)
-
-def swiglu_case(d:int, d1:int)->BenchCase:
-    "A SwiGLU block of width `d` and hidden width `d1`: `d1` laws"
-    return BenchCase(swiglu, {'A': (d, d1), 'B': (d1, d), 'C': (d1, d)}, gaussian_inputs(d), d1)
-
-def mha_case(H:int, d:int, dk:int, T:int, *, rope:bool=False)->BenchCase:
-    "Attention, `H` heads of width `dk`, `T` tokens of width `d`: 2H·dk(dk+1)/2 laws, H·(dk/2 + dk(dk+1)/2) with RoPE"
-    laws = H*(dk//2 + dk*(dk+1)//2) if rope else H*2*(dk*(dk+1)//2)
-    return BenchCase(mha_rope if rope else mha, {n: (H, d, dk) for n in 'QKVO'}, gaussian_inputs(T, d), laws)
 
 # %% ../nbs/19_bench.ipynb #8f0877cb
 BASELINE_EXTRA = 4          # n0 = ceil(D/K) + 4 inputs in the first batch (the floor draws as many)
@@ -129,11 +102,15 @@ def _baseline_depth(b:_Baseline, depth:int, r:int, patience:int)->int:
 
 # %% ../nbs/19_bench.ipynb #b717d046
 def baseline_count(
-    f, params:dict, sample_inputs,  # as for `count_laws`
-    *, seed:int=0,                  # seeds the inputs and the bracket weights
-    max_depth:int=4,                # deepest bracket tried
-    bracket_patience:int=8,         # a depth is done after this many draws in a row that add nothing
-    dtype=torch.float64, device=None,
+    f,                      # as for `count_laws`
+    params:dict,            # as for `count_laws`
+    sample_inputs,          # as for `count_laws`
+    *,
+    seed:int=0,             # seeds the inputs and the bracket weights
+    max_depth:int=4,        # deepest bracket tried
+    bracket_patience:int=8, # a depth is done after this many draws in a row that add nothing
+    dtype=torch.float64,    # the dtype the count runs in
+    device=None,            # where it runs (None: the CPU)
 )->tuple:
     "The count done the straightforward way: (number of laws, rank after each bracket depth)"
     fn, params = as_functional(f, params, dtype, device)
@@ -150,8 +127,13 @@ def baseline_count(
 
 # %% ../nbs/19_bench.ipynb #eb4d0ad3
 def floor_count(
-    f, params:dict, sample_inputs,  # as for `count_laws`
-    *, seed:int=0, dtype=torch.float64, device=None,
+    f,                   # as for `count_laws`
+    params:dict,         # as for `count_laws`
+    sample_inputs,       # as for `count_laws`
+    *,
+    seed:int=0,          # seeds the inputs
+    dtype=torch.float64, # the dtype the count runs in
+    device=None,         # where it runs (None: the CPU)
 )->int:
     "D − rank of the Jacobian rows of ceil(D/K) + 4 inputs from one SVD, no saturation check, no brackets (None: ambiguous)"
     fn, params = as_functional(f, params, dtype, device)
@@ -194,7 +176,13 @@ class Peak:
         else:
             self.stop.set(); self.th.join(); self.peak = max(self.peak, _rss()); self.bytes = self.peak - self.start
 
-def timed(fn, device=None, *, memory:bool=False)->tuple:
+# %% ../nbs/19_bench.ipynb #158be73b
+def timed(
+    fn,                  # the call, fn()
+    device=None,         # synchronised before and after (CUDA)
+    *,
+    memory:bool=False,   # also the peak bytes above the start (`Peak`)
+)->tuple:
     "(result, seconds) of one call `fn()`; with `memory`, (result, seconds, peak bytes)"
     _sync(device)
     with Peak(device) if memory else contextlib.nullcontext() as pk:
@@ -221,14 +209,17 @@ def machine(device=None)->dict:
     return m
 
 # %% ../nbs/19_bench.ipynb #ab6a7c7c
-SPEED_CASES = (('SwiGLU d=8 d1=16', lambda: swiglu_case(8, 16)),
-               ('MHA H=2 d=8 dk=4 T=4', lambda: mha_case(2, 8, 4, 4)),
-               ('RoPE-MHA H=2 d=8 dk=4 T=4', lambda: mha_case(2, 8, 4, 4, rope=True)))
+SPEED_CASES = tuple((n, e.build) for n, e in view('speed').items())   # (name, () -> `Problem`): the zoo's 'speed' entries
 
-def speedup_row(name:str, case:BenchCase, device=None, reps:int=3)->dict:
+def speedup_row(
+    name:str,            # the row's label
+    case:Problem,        # the `Problem` counted
+    device=None,         # where the counts run (None: the CPU)
+    reps:int=3,          # interleaved repeats (median times)
+)->dict:
     "Engine, baseline and floor on one case, interleaved `reps` times: the counts, median seconds and median ratios"
-    p = case.params(device=device)
-    def run(count): return count(case.f, p, case.inputs, device=device)
+    p = case.point(device=device)
+    def run(count): return count(case.f, p, case.sample_inputs, device=device)
     run(count_laws)                          # warm-up (first use of torch.func)
     te, tb, tf = [], [], []
     for _ in range(reps):                    # interleaved: all three see the same machine load
@@ -237,18 +228,23 @@ def speedup_row(name:str, case:BenchCase, device=None, reps:int=3)->dict:
         _, t3 = timed(lambda: run(floor_count), device)
         te.append(t1); tb.append(t2); tf.append(t3)
     med = statistics.median
-    return dict(case=name, D=c.n_params, theory=case.laws, engine_laws=c.n_laws, baseline_laws=b[0],
-                dims_by_depth=c.dims_by_depth, agree=c.n_laws == b[0] == case.laws,
+    return dict(case=name, D=c.n_params, theory=case.stated, engine_laws=c.n_laws, baseline_laws=b[0],
+                dims_by_depth=c.dims_by_depth, agree=c.n_laws == b[0] == case.stated,
                 engine_s=med(te), baseline_s=med(tb), floor_s=med(tf), speedup=med([x/y for x, y in zip(tb, te)]),
                 baseline_over_floor=med([x/y for x, y in zip(tb, tf)]), repeats=reps)
 
+# %% ../nbs/19_bench.ipynb #ab6a7c7b
 def print_speedup(r:dict):
     "One line of table 1"
     print(f"  {r['case']:28} D={r['D']:5}  laws {r['engine_laws']} (baseline {r['baseline_laws']}, theory {r['theory']})  "
           f"engine {r['engine_s']:.3f} s  baseline {r['baseline_s']:.2f} s  speed-up ×{r['speedup']:.1f}   "
           f"[floor {r['floor_s']:.3f} s: baseline/floor ×{r['baseline_over_floor']:.1f}]", flush=True)
 
-def bench_speedup(device=None, reps:int=3, cases=SPEED_CASES)->list:
+def bench_speedup(
+    device=None,         # where the counts run (None: the CPU)
+    reps:int=3,          # interleaved repeats per case
+    cases=SPEED_CASES,   # (name, () -> `Problem`) pairs
+)->list:
     "Table 1: a `speedup_row` for each case, printed as it comes"
     rows = []
     for name, make in cases:
@@ -278,7 +274,11 @@ ACTIVE_LO, ACTIVE_SPREAD = 0.3, 0.4  # each hidden threshold at a random quantil
 THRESHOLD_NUDGE = 0.01               # + 1 % of the pre-activation's spread (see below)
 N_QUANTILE = 4096                    # Gaussian inputs the quantiles are taken over
 
-def centred_relu_params(w:list, seed:int, device=None)->dict:
+def centred_relu_params(
+    w:list,              # the widths [n0, n1, ..., nL]
+    seed:int,            # seeds the weights, biases and thresholds
+    device=None,         # where the tensors live
+)->dict:
     "A random ReLU net with widths `w` whose every hidden neuron is active on 30–70 % of Gaussian inputs"
     g = torch.Generator().manual_seed(seed)
     L = len(w)-1; shapes = {}
@@ -310,7 +310,11 @@ def anchor_widths(n_nets:int=50, seed:int=0)->tuple:
     return lin, relu
 
 # %% ../nbs/19_bench.ipynb #dd5e63a3
-def linear_row(w:list, seed:int, device=None)->dict:
+def linear_row(
+    w:list,              # the widths [n0, n1, ..., nL]
+    seed:int,            # seeds the point and the inputs
+    device=None,         # where the count runs
+)->dict:
     "The count of one linear net, checked against `laws_rank` of the known laws and, where it applies, the formula"
     p = random_params({f'W{i}': (w[i+1], w[i]) for i in range(len(w)-1)}, torch.Generator().manual_seed(seed), device=device)
     c = count_laws(linear_net, p, gaussian_inputs(w[0]), seed=seed, options=dict(max_depth=LINEAR_MAX_DEPTH), device=device)
@@ -319,7 +323,12 @@ def linear_row(w:list, seed:int, device=None)->dict:
     return dict(widths=w, D=c.n_params, engine=c.n_laws, known=known, formula=formula, dims=c.dims_by_depth,
                 ok=c.n_laws == known and (formula is None or formula == known))
 
-def relu_row(w:list, seed:int, device=None, patience:int=RELU_PATIENCE)->dict:
+def relu_row(
+    w:list,                     # the widths [n0, n1, ..., nL]
+    seed:int,                   # seeds the point and the inputs
+    device=None,                # where the count runs
+    patience:int=RELU_PATIENCE, # inputs in a row that add nothing before the span is saturated
+)->dict:
     "The count of one ReLU net at centred thresholds, checked against its number of hidden neurons"
     c = count_laws(relu_net, centred_relu_params(w, seed, device), gaussian_inputs(w[0]), seed=seed, options=dict(patience=patience), device=device)
     return dict(widths=w, D=c.n_params, engine=c.n_laws, known=sum(w[1:-1]), dims=c.dims_by_depth,
@@ -370,19 +379,19 @@ NEXT_POINT_GROWTH = 1.6   # a series guesses that its next point costs (D_next/D
 CHEAP_POINT_S = 20.       # points cheaper than this (engine + floor seconds) are timed a second time
 FIT_MIN_D = 500           # the power-law fits use the points with D >= 500
 
-def scaling_point(case:BenchCase, device=None)->tuple:
+def scaling_point(case:Problem, device=None)->tuple:
     "Floor, then engine, on one case, each timed once with its peak memory: (row, the engine's `LawCount`)"
-    p = case.params(device=device)
-    fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
-    c, te, me = timed(lambda: count_laws(case.f, p, case.inputs, device=device, progress=False), device, memory=True)
+    p = case.point(device=device)
+    fl, tf, mf = timed(lambda: floor_count(case.f, p, case.sample_inputs, device=device), device, memory=True)
+    c, te, me = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, progress=False), device, memory=True)
     return dict(D=c.n_params, engine_s=te, engine_MB=me/MB, floor_s=tf, floor_MB=mf/MB, ratio=te/tf, n_laws=c.n_laws,
-                floor_laws=fl, theory=case.laws, dims=c.dims_by_depth), c
+                floor_laws=fl, theory=case.stated, dims=c.dims_by_depth), c
 
-def _retime(row:dict, case:BenchCase, device=None):
+def _retime(row:dict, case:Problem, device=None):
     "A second interleaved floor and engine pair: mean seconds, median ratio"
-    p = case.params(device=device)
-    _, tf2 = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device)
-    _, te2 = timed(lambda: count_laws(case.f, p, case.inputs, device=device, progress=False), device)
+    p = case.point(device=device)
+    _, tf2 = timed(lambda: floor_count(case.f, p, case.sample_inputs, device=device), device)
+    _, te2 = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, progress=False), device)
     row.update(engine_s=(row['engine_s']+te2)/2, floor_s=(row['floor_s']+tf2)/2,
                ratio=statistics.median([row['ratio'], te2/tf2]))
 
@@ -391,31 +400,39 @@ def _next_too_dear(rows:list, cost_s:float, limit_s:float)->bool:
     return cost_s*growth**NEXT_POINT_GROWTH > limit_s
 
 # %% ../nbs/19_bench.ipynb #6d643868
-def swiglu_scaling(ds, device=None, budget_s:float=240.)->list:
+def swiglu_scaling(
+    ds,                  # widths d tried, in order
+    device=None,         # where the counts run
+    budget_s:float=240., # seconds the whole series may take
+)->list:
     "SwiGLU with d1 = 2d for each width d in `ds`, until the next point would not fit in `budget_s` seconds in all"
     rows, spent = [], 0.
     for d in ds:
-        case = swiglu_case(d, 2*d)
+        case = swiglu_problem(d, 2*d)
         pt, c = scaling_point(case, device); te, tf = pt['engine_s'], pt['floor_s']
         row = dict(d=d, d1=2*d, **pt, samples=c.n_samples)
         if te + tf < CHEAP_POINT_S: _retime(row, case, device)
         rows.append(row); spent += te + tf
         print(f"  SwiGLU d={d:3} d1={2*d:3} D={row['D']:6}  engine {row['engine_s']:7.2f} s {row['engine_MB']:7.0f} MB   "
               f"floor {row['floor_s']:7.2f} s {row['floor_MB']:7.0f} MB   ratio {row['ratio']:.2f}   laws {c.n_laws} "
-              f"(theory {case.laws})", flush=True)
+              f"(theory {case.stated})", flush=True)
         if _next_too_dear(rows, te + tf, budget_s - spent): break
     return rows
 
-def mha_scaling(ds, device=None, limit_s:float=60.)->list:
+def mha_scaling(
+    ds,                  # widths d tried, in order
+    device=None,         # where the counts run
+    limit_s:float=60.,   # a point that would take longer ends the series
+)->list:
     "MHA with H = 2, dk = d/2, T = 4 for each width d in `ds`, until one count would take over `limit_s` seconds"
     rows = []
     for d in ds:
-        case = mha_case(2, d, d//2, 4)
+        case = mha_problem(2, d, d//2, T=4)
         pt, c = scaling_point(case, device); te = pt['engine_s']
         rows.append(r := dict(d=d, dk=d//2, **pt))
         print(f"  MHA H=2 d={d:3} dk={d//2:3} D={r['D']:6}  engine {te:7.2f} s {r['engine_MB']:7.0f} MB   floor "
               f"{r['floor_s']:7.2f} s {r['floor_MB']:7.0f} MB   ratio {r['ratio']:.2f}   laws {c.n_laws} (theory "
-              f"{case.laws}; span alone {r['D']-c.dims_by_depth[0]})", flush=True)
+              f"{case.stated}; span alone {r['D']-c.dims_by_depth[0]})", flush=True)
         if te > limit_s or _next_too_dear(rows, te, limit_s): break
     return rows
 
@@ -431,7 +448,14 @@ def power_fit(rows:list)->dict:
     return dict(engine=fit_exponent(Ds, [r['engine_s'] for r in big]),
                 floor=fit_exponent(Ds, [r['floor_s'] for r in big]), fitted_on_D=Ds)
 
-def bench_scaling(device=None, *, budget_s:float=240., mha_limit_s:float=60., swiglu_ds=SWIGLU_DS, mha_ds=MHA_DS)->dict:
+def bench_scaling(
+    device=None,           # where the counts run
+    *,
+    budget_s:float=240.,   # seconds the SwiGLU series may take
+    mha_limit_s:float=60., # the MHA series' limit per point
+    swiglu_ds=SWIGLU_DS,   # SwiGLU widths tried
+    mha_ds=MHA_DS,         # MHA widths tried
+)->dict:
     "Table 3: both series, their fitted growth, and the fit's estimate of the engine's seconds on SwiGLU at D = 10^4"
     out = dict(swiglu=swiglu_scaling(swiglu_ds, device, budget_s), mha=mha_scaling(mha_ds, device, mha_limit_s))
     for k in ('swiglu', 'mha'): out[k+'_exponent'] = power_fit(out[k])
@@ -455,7 +479,11 @@ def print_scaling_summary(sc:dict, budget_s:float):
 MONITOR_LR = 1e-3
 MONITOR_WARMUP = 3               # untimed rounds of a step and the monitor before timing
 
-def sgd_step(net, x, lr:float=MONITOR_LR):
+def sgd_step(
+    net,                 # the model, trained in place
+    x,                   # one batch of inputs
+    lr:float=MONITOR_LR, # the step size
+):
     "A function doing one SGD step of next-token cross-entropy on the token batch `x`"
     params = list(net.parameters())
     def step():
@@ -490,8 +518,16 @@ def print_monitor(mon:dict):
 
 # %% ../nbs/19_bench.ipynb #6121b097
 def direct_rates(
-    h, f, params:dict, sample_inputs,  # candidate laws, the model, the point, inputs (as for `check_laws`)
-    *, n_inputs:int=64, n_losses:int=8, seed:int=0, dtype=torch.float64, device=None,
+    h,                   # the candidate laws h(params)
+    f,                   # the model (as for `check_laws`)
+    params:dict,         # the point θ
+    sample_inputs,       # `sample_inputs(n, generator)` -> n inputs
+    *,
+    n_inputs:int=64,     # inputs the losses are sums over
+    n_losses:int=8,      # random losses tried
+    seed:int=0,          # seeds the inputs and the losses
+    dtype=torch.float64, # the dtype it runs in
+    device=None,         # where it runs
 )->float:
     "Largest |⟨∇h_j, ∇L⟩|/(‖∇h_j‖‖∇L‖) over `n_losses` random losses L = Σ_x u_x·f(θ; x): the direct-rate baseline"
     fn, params = as_functional(f, params, dtype, device)
@@ -507,16 +543,18 @@ def direct_rates(
     return float(rel[:, gn > 0].max())
 
 # %% ../nbs/19_bench.ipynb #923f9b05
-WIDTH_CHECKS = (('SwiGLU d=256 d1=1024', lambda: swiglu_problem(256, 1024)),
-                ('RoPE-MHA d=192 3x64 T=32', lambda: mha_problem(3, 192, 64, 64, T=32, rope=True)))
-QUICK_WIDTH_CHECKS = (('SwiGLU d=64 d1=256', lambda: swiglu_problem(64, 256)),          # `--quick`: a smoke run
-                      ('RoPE-MHA d=32 2x16 T=8', lambda: mha_problem(2, 32, 16, 16, T=8, rope=True)))
+WIDTH_CHECKS = tuple((n, e.build) for n, e in view('width-check').items())               # (name, () -> `Problem`): the zoo's
+QUICK_WIDTH_CHECKS = tuple((n, e.build) for n, e in view('quick-width-check').items())   # `--quick`: a smoke run
 WIDTH_COUNT_DS = (8, 12, 16, 24, 32)   # SwiGLU widths (d1 = 2d) counted by every path that runs there, and the floor
 WIDTH_COUNT_METHODS = ('dense', 'gram', 'lu', 'lobpcg')
 LOBPCG_MAX_D = 24                   # the matrix-free path's (LOBPCG's) row stops here (at d = 32 it alone takes minutes)
 WIDTH_BEYOND_DS = (64,)                # SwiGLU widths counted by the Gram path and 'auto' (-> lu); d = 64 (D = 24,576) is the width target
 
-def taking_turns(fns, device=None, n:int=3)->list:
+def taking_turns(
+    fns,                 # the calls, each fn()
+    device=None,         # synchronised around each call
+    n:int=3,             # calls of each
+)->list:
     """[(result, [seconds of each call], peak bytes of the first)] of each of `fns`, called `n` times each, taking turns (each
     fn once, then again) so that all of them see the same load on a shared machine"""
     out = [(r, [t], m) for r, t, m in (timed(fn, device, memory=True) for fn in fns)]
@@ -524,7 +562,11 @@ def taking_turns(fns, device=None, n:int=3)->list:
         for (_, ts, _), fn in zip(out, fns): ts.append(timed(fn, device)[1])
     return out
 
-def width_check_row(name:str, pb, device=None)->dict:
+def width_check_row(
+    name:str,            # the row's label
+    pb,                  # the `Problem` (its laws are checked)
+    device=None,         # where it runs
+)->dict:
     "The matrix-free check and the direct-rate baseline on one model-width `Problem`: seconds (best of 3, taking turns) and each turn's ratio, peak MB, verdict values"
     p = pb.point(0, device=device)
     check_laws(pb.laws, pb.f, p, pb.sample_inputs, method='matrix_free', n_samples=2, device=device)   # warm-up: the first
@@ -535,17 +577,23 @@ def width_check_row(name:str, pb, device=None)->dict:
                 check_max_rel=c.max_rel, direct_s=min(td), direct_MB=mr/MB, direct_max_rel=r, check_over_direct=min(tc)/min(td),
                 turn_ratios=[a/b for a, b in zip(tc, td)])       # each turn's check / direct: the spread the best-of ratio sits in
 
-def width_count_row(d:int, device=None, methods=WIDTH_COUNT_METHODS, floor:bool=True)->dict:
+# %% ../nbs/19_bench.ipynb #923f9b0b
+def width_count_row(
+    d:int,                       # SwiGLU width (d1 = 2d)
+    device=None,                 # where the counts run
+    methods=WIDTH_COUNT_METHODS, # `count_laws` methods timed
+    floor:bool=True,             # also time the floor
+)->dict:
     "SwiGLU (d, 2d) counted by each of `methods` (and the floor): laws, seconds, peak MB, solver iterations each"
-    case = swiglu_case(d, 2*d); p = case.params(device=device); row = dict(d=d, d1=2*d, theory=case.laws, methods=list(methods))
+    case = swiglu_problem(d, 2*d); p = case.point(device=device); row = dict(d=d, d1=2*d, theory=case.stated, methods=list(methods))
     for m in methods:
-        c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
+        c, t, mem = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB, f'{m}_method': c.method})
         if c.solver.get('iters') is not None: row[f'{m}_iterations'] = c.solver['iters']
     if floor:
-        fl, tf, mf = timed(lambda: floor_count(case.f, p, case.inputs, device=device), device, memory=True)
+        fl, tf, mf = timed(lambda: floor_count(case.f, p, case.sample_inputs, device=device), device, memory=True)
         row.update(floor_laws=fl, floor_s=tf, floor_MB=mf/MB)
-    row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods) and row.get('floor_laws', case.laws) == case.laws
+    row['agree'] = all(row[f'{m}_laws'] == case.stated for m in methods) and row.get('floor_laws', case.stated) == case.stated
     return row
 
 def path_name(r:dict, m:str)->str:
@@ -560,70 +608,25 @@ def count_line(r:dict)->str:
     laws = '/'.join(str(r[f'{m}_laws']) for m in r['methods'])
     return f"SwiGLU d={r['d']:3} D={r['D']:6}  laws {laws} (theory {r['theory']})  " + '   '.join(parts)
 
-# %% ../nbs/19_bench.ipynb #e85f976f
-def _module_problem(make, seq_len=16):
-    "A module read by `adapt` as a width-check problem: its own parameters (float64), inputs and stated laws"
-    torch.manual_seed(0); a = adapt(make().double(), seq_len=seq_len)
-    return SimpleNamespace(point=lambda seed=0, device=None: {k: v.to(device) for k, v in a.params.items()} if device else a.params,
-                           laws=a.laws, f=a.f, sample_inputs=a.inputs)
-
-def module_checks(quick:bool=False)->tuple:
-    """transformers' own LlamaMLP and LlamaAttention (GQA with RoPE) from a random config at a real width, as (name, problem
-    factory) pairs for `width_check_row`; () when transformers is not installed"""
-    try:
-        import transformers as tf
-        from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP
-    except ImportError: return ()
-    d, H, Hkv, dh, ff = (64, 4, 2, 16, 172) if quick else (512, 8, 2, 64, 1376)
-    cfg = lambda: tf.LlamaConfig(hidden_size=d, num_attention_heads=H, num_key_value_heads=Hkv, head_dim=dh,
-                                 intermediate_size=ff, attn_implementation='eager')
-    return ((f'LlamaMLP d={d} d_ff={ff}', lambda: _module_problem(lambda: LlamaMLP(cfg()))),
-            (f'LlamaAttention d={d} {H}x{dh} GQA {Hkv}', lambda: _module_problem(lambda: LlamaAttention(cfg(), 0))))
-
 # %% ../nbs/19_bench.ipynb #865fada3
 WIDTH_ATTENTION = (6, 8, 24, 4)   # H, dk, d, T where every path runs (D = 4·H·d·dk = 4608): dense, Gram, shift-invert, LU side by side
 WIDTH_ATTENTION_BEYOND = (9, 8, 72, 4)   # H·dk = d as in real layers, D = 20,736: 'auto' alone (the LU path)
-DECODER_SHAPES = {8: (4, 2, 22), 16: (4, 2, 43), 32: (4, 2, 86), 64: (4, 2, 172), 128: (4, 2, 344)}   # d -> (H, H_kv, d_ff):
-                   # the decoder layers of the benchmark, the performance page and tools/gpu_check.py (d_ff ≈ 8d/3 as Llama)
 WIDTH_DECODER = ((16, ('dense', 'shift-invert', 'auto')),       # d (or d, H, H_kv, d_ff), paths: D = 2864
                  (32, ('shift-invert', 'auto')))                # D = 11,392 (the dense path: about 9 min more)
 
-def attention_width_case(H:int, dk:int, d:int, T:int, rope:bool=False)->BenchCase:
-    """`mha_case` with inputs of std √(dk/d): at the default point (std 1/√dk, the last dim) queries and keys then have unit
-    entries, as a fan-in initialization of a real layer gives them. With unit inputs the scores' spread grows like d/dk,
-    and at d/dk = 9 the softmax saturates: the count's rank decision then rests on directions the softmax all but hides"""
-    c = mha_case(H, d, dk, T, rope=rope); s = math.sqrt(dk/d)
-    return BenchCase(c.f, c.shapes, lambda n, g: s*c.inputs(n, g), c.laws)
-
-def _decoder_shape(d, H=None, Hkv=None, d_ff=None)->tuple:
-    "(H, Hkv, d_ff), each one left out taken from `DECODER_SHAPES[d]`"
-    if None not in (H, Hkv, d_ff): return H, Hkv, d_ff
-    if d not in DECODER_SHAPES: raise ValueError(f"decoder layer d={d}: no shape in DECODER_SHAPES (widths {sorted(DECODER_SHAPES)}): "
-                                                 "pass H, Hkv and d_ff")
-    return tuple(v if v is not None else s for v, s in zip((H, Hkv, d_ff), DECODER_SHAPES[d]))
-
-def decoder_layer_case(d:int, H:int=None, Hkv:int=None, d_ff:int=None, T:int=4)->BenchCase:
-    """A Llama-style pre-norm decoder layer on one sequence (T, d), `blocks.transformer_layer`: RMSNorm, causal grouped-query
-    attention with RoPE, residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
-    key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit).
-    H, Hkv, d_ff left out: the benchmark's layer of width d (`DECODER_SHAPES`)"""
-    H, Hkv, d_ff = _decoder_shape(d, H, Hkv, d_ff); dk = d//H
-    def layer(p, X): return blocks.transformer_layer(X, p, H, Hkv, causal=True, rope=True)
-    shapes = blocks.transformer_layer_shapes(d, H, dk, d_ff, Hkv)
-    return BenchCase(layer, shapes, gaussian_inputs(T, d), 2*d + rope_theory(H, dk, dk, Hkv) + d_ff)
-
-def decoder_layer_name(d:int, H:int=None, Hkv:int=None, d_ff:int=None)->str:
-    "The benchmark's name of the decoder layer `decoder_layer_case(d, H, Hkv, d_ff)`"
-    H, Hkv, _ = _decoder_shape(d, H, Hkv, d_ff); return f"decoder layer d={d} {H}x{d//H} GQA {Hkv}"
-
-def case_count_row(name:str, case:BenchCase, methods=('auto',), device=None)->dict:
+def case_count_row(
+    name:str,            # the row's label
+    case:Problem,        # the `Problem` counted
+    methods=('auto',),   # `count_laws` methods timed
+    device=None,         # where the counts run
+)->dict:
     "One case counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
-    p = case.params(device=device); row = dict(case=name, theory=case.laws, methods=list(methods))
+    p = case.point(device=device); row = dict(case=name, theory=case.stated, methods=list(methods))
     for m in methods:
-        c, t, mem = timed(lambda: count_laws(case.f, p, case.inputs, device=device, method=m, progress=False), device, memory=True)
+        c, t, mem = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB,
                     f'{m}_method': c.method, f'{m}_dims': c.dims_by_depth, f'{m}_gap': c.gap, f'{m}_reason': c.reason})
-    row['agree'] = all(row[f'{m}_laws'] == case.laws for m in methods)
+    row['agree'] = all(row[f'{m}_laws'] == case.stated for m in methods)
     return row
 
 def case_line(r:dict)->str:
@@ -647,8 +650,16 @@ def _width_checks(out:dict, checks, modules, device=None):
               f"   check/direct ×{r['check_over_direct']:.2f} (turns {turn_range(r)})   ({r['threads']} threads)", flush=True)
 
 # %% ../nbs/19_bench.ipynb #3f1c2a75
-def bench_width(device=None, checks=WIDTH_CHECKS, count_ds=WIDTH_COUNT_DS, modules=None, beyond_ds=WIDTH_BEYOND_DS,
-                attention=WIDTH_ATTENTION, attention_beyond=WIDTH_ATTENTION_BEYOND, decoder=WIDTH_DECODER)->dict:
+def bench_width(
+    device=None,                             # where it runs
+    checks=WIDTH_CHECKS,                     # (name, () -> `Problem`) model-width checks
+    count_ds=WIDTH_COUNT_DS,                 # SwiGLU widths counted by every path and the floor
+    modules=None,                            # transformers modules checked (None: `module_checks()`)
+    beyond_ds=WIDTH_BEYOND_DS,               # SwiGLU widths counted by the Gram path and auto
+    attention=WIDTH_ATTENTION,               # (H, dk, d, T) counted by every path (None: skipped)
+    attention_beyond=WIDTH_ATTENTION_BEYOND, # (H, dk, d, T) counted by auto (None: skipped)
+    decoder=WIDTH_DECODER,                   # (d, paths) or (d, H, H_kv, d_ff, paths) of the decoder layers
+)->dict:
     """Table 5: model-width checks against the direct-rate baseline (ours, then transformers' modules); counts by every path
     and the floor where the dense one runs, then by the Gram path and 'auto' beyond; attention, with and without RoPE, by every
     path at `attention` and by 'auto' at `attention_beyond` (either None: skipped), a Llama-style decoder layer

@@ -10,21 +10,32 @@ import math, time
 from dataclasses import dataclass
 import torch
 from .core import save_json
+from .zoo import module_checks
 from .bench import (SWIGLU_SRC, MHA_SRC, RELU_PATIENCE, LINEAR_MAX_DEPTH, SWIGLU_DS, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS,
                               WIDTH_DECODER, bench_speedup, bench_anchors, bench_scaling, print_scaling_summary, bench_monitor,
-                              print_monitor, bench_width, module_checks, machine, is_cuda, turn_range, path_name)
+                              print_monitor, bench_width, machine, is_cuda, turn_range, path_name)
 
 # %% ../nbs/19a_bench_run.ipynb #f6e14166
 TARGETS = dict(anchor_suites_seconds=('<', 60), monitor_overhead_pct=('<', 3), floor_ratio=('<=', 3),
                width_check_seconds=('<=', 2), width_check_GB=('<', 1), width_check_over_direct=('<=', 1),
                width_count_minutes=('<', 10), width_count_GB=('<', 6))
 
-def judge(value:float, op:str, target:float)->tuple:
+def judge(
+    value:float,         # the measured number
+    op:str,              # '<', '<=' or '>='
+    target:float,        # the number it is held to
+)->tuple:
     "(met, how far it missed or None) of `value` against the target `op target`"
     met = value >= target if op == '>=' else value < target if op == '<' else value <= target
     return met, None if met else (f"×{target/value:.2f} short" if op == '>=' else f"{value/target:.2f}× over")
 
-def headline(speed:list, anchors:dict, sc:dict, mon:dict, width:dict)->dict:
+def headline(
+    speed:list,          # `bench_speedup` rows
+    anchors:dict,        # `bench_anchors` result
+    sc:dict,             # `bench_scaling` result
+    mon:dict,            # `bench_monitor` result
+    width:dict,          # `bench_width` result
+)->dict:
     "The headline numbers: name -> (value, how it was obtained); all but the speed-up have a target"
     worst, last = min(speed, key=lambda r: r['speedup']), sc['swiglu'][-1]
     lin, relu = anchors['linear']['seconds'], anchors['relu']['seconds']

@@ -286,6 +286,7 @@ def check_device(
         raise ValueError(f"{name}={device!r}: this machine has {n} CUDA device(s); use 'cuda:0' to 'cuda:{n - 1}', or 'cpu'")
     return str(device)
 
+# %% ../nbs/00_core.ipynb #c0de0002
 def _point(params, dtype, device)->dict:
     "The point θ of `as_functional`: values kept, shapes drawn, all in `dtype` on one device and finite"
     if not isinstance(params, dict) or not params:
@@ -345,6 +346,7 @@ def _check_module(mod:nn.Module, own_params:bool):
            [('buffer', k) for k, t in mod.named_buffers() if t.is_meta]
     if meta: raise ValueError(f"`f` ({name}): {meta[0][0]} {meta[0][1]!r} is on the meta device: {_META}")
 
+# %% ../nbs/00_core.ipynb #c0de0005
 def as_functional(
     f,                 # `f(params, x)` acting on one input, or an `nn.Module`
     params=None,       # dict name -> value (tensor, array) or shape (drawn at random); for a module defaults to its parameters
@@ -536,6 +538,7 @@ def check_finite(params:dict, where:str='params'):
         except RuntimeError: return                        # inside torch.func.vmap
         if bad: raise ValueError(f"`{where}[{k!r}]` has non-finite entries (NaN/Inf): pass finite weights")
 
+# %% ../nbs/00_core.ipynb #c0de0007
 def _pattern(spec): return ', '.join(f"{k} ({', '.join(s)})" for k, s in spec.items())
 
 def check_params(

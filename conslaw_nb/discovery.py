@@ -50,19 +50,20 @@ def _laws_of(V, A:Ansatz, params:dict, seed:int)->list:
 
 # %% ../nbs/11_discovery.ipynb #4577678b
 def find_laws(
-    f,                        # model: `f(params, x)` on one input, or an `nn.Module`
-    params=None,              # dict name -> tensor (or shape); None: a module's own parameters
-    sample_inputs=None,       # `sample_inputs(n, generator)` -> n inputs, or a tensor of inputs
-    degree:int=2,             # 1: linear laws only; 2: linear and quadratic
+    f,                   # model: `f(params, x)` on one input, or an `nn.Module`
+    params=None,         # dict name -> tensor (or shape); None: a module's own parameters
+    sample_inputs=None,  # `sample_inputs(n, generator)` -> n inputs, or a tensor of inputs
+    degree:int=2,        # 1: linear laws only; 2: linear and quadratic
     *,
-    ansatz:str='auto',        # 'dense', 'blocks', or 'auto' (dense when D ≤ `dense_max`)
-    dense_max:int=30,         # largest D searched with every quadratic form under 'auto'
-    count:bool=True,          # also run `count_laws` and compare
-    seed:int=0,               # seeds the random points, inputs and checks
-    n_inputs:int=None,        # inputs per random point θ (default ceil(D/K')+2, K' output directions)
-    dtype=torch.float64, device=None,
-    count_kw:dict=None,       # extra arguments for `count_laws` (e.g. {'options': {'patience': 400}} for ReLU models)
-    loss:str='any',           # 'any'/'mse': laws of every loss; 'ce': of the cross-entropy (outputs = logits, shifts invisible)
+    ansatz:str='auto',   # 'dense', 'blocks', or 'auto' (dense when D ≤ `dense_max`)
+    dense_max:int=30,    # largest D searched with every quadratic form under 'auto'
+    count:bool=True,     # also run `count_laws` and compare
+    seed:int=0,          # seeds the random points, inputs and checks
+    n_inputs:int=None,   # inputs per random point θ (default ceil(D/K')+2, K' output directions)
+    dtype=torch.float64, # the dtype the search runs in
+    device=None,         # where it runs (None: the CPU)
+    count_kw:dict=None,  # extra arguments for `count_laws` (e.g. {'options': {'patience': 400}} for ReLU models)
+    loss:str='any',      # 'any'/'mse': laws of every loss; 'ce': of the cross-entropy (outputs = logits, shifts invisible)
 )->Laws:
     "A basis of the polynomial conservation laws of degree ≤ `degree` of `f`, readable and callable"
     t0 = time.perf_counter()
@@ -95,10 +96,11 @@ class LawMatch:
     def __repr__(self): return f"LawMatch(n_a={self.n_a}, n_b={self.n_b}, n_union={self.n_union}, same={self.same})"
 
 def compare_laws(
-    a, b,                  # two law functions `h(params)` (e.g. a `Laws` and the stated laws)
-    params:dict,           # parameter dict (its shapes are used for the random points)
-    n_points:int=2,        # random points θ tried
-    seed:int=0,
+    a,                   # two law functions `h(params)` (e.g. a `Laws` and the stated laws)
+    b,                   # two law functions `h(params)` (e.g. a `Laws` and the stated laws)
+    params:dict,         # parameter dict (its shapes are used for the random points)
+    n_points:int=2,      # random points θ tried
+    seed:int=0,          # seeds the random points
 )->LawMatch:
     "Whether laws `a` and `b` are functionally equivalent: each set's gradients span the other's at random θ"
     shapes = {k: tuple(v.shape) for k, v in params.items()}
@@ -138,37 +140,39 @@ def _token_call(call:Call, name:str)->Call:
         f"{name} is evaluated token by token, but it is called with data arguments not shaped like its hidden states: pass kind='attention'")
     return dataclasses.replace(call, T=None, data=tuple((w, (call.d,), a) for w, _, a in call.data))
 
-def adapt_found(
-    module:nn.Module,    # any block
-    seq_len:int=4,       # T for a sequence block (attention)
-    kind:str=None,       # 'attention' or 'mixer' (sequences), 'mlp' (token by token); None: from the class name
-    call:Call=None,      # how its model calls it (`capture_calls`); None: a transformers block's own model, or hidden states alone
-    count_max_D:int=COUNT_MAX_D,  # largest D counted (the count is what `expected` states)
-    seed:int=0,
-)->Adapted:
-    "Any block as its model calls it: the engine's count as `expected`, the laws `find_laws` names, each checked"
-    if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
-    name = type(module).__name__
-    kind = kind or _kind_of('', module) or 'mlp'
-    if kind not in (*_SEQUENCE, 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mixer', 'mlp' or None, got {kind!r}")
-    params = float64_params(module); check_eval(module)
-    D = sum(p.numel() for p in params.values())
-    if D > count_max_D: raise ValueError(f"{name}: D = {D} parameters is past count_max_D = {count_max_D}: the engine's count, which is what "
-                                         "adapt_found states, would take long; pass a larger count_max_D to count it anyway")
+def _found_call(module:nn.Module, kind:str, call, seq_len:int, name:str)->Call:
+    "How `adapt_found` calls a block: `call`, else its transformers model's call, else hidden states alone (the width of its first Linear)"
     if call is None:
         call = hf_call(module, seq_len) if kind in _SEQUENCE else None
         if call is None:
             lin = next((s for s in module.modules() if isinstance(s, nn.Linear)), None)
             if lin is None: raise ValueError(f"{name}: cannot tell the width of its input; pass `call=Call(T=..., d=...)`")
             call = Call(T=seq_len if kind in _SEQUENCE else None, d=lin.in_features)
-    if kind == 'mlp' and call.T is not None: call = _token_call(call, name)
-    bufs = float64_buffers(module)
+    return _token_call(call, name) if kind == 'mlp' and call.T is not None else call
+
+# %% ../nbs/11_discovery.ipynb #d1b1002b
+def adapt_found(
+    module:nn.Module,            # any block
+    seq_len:int=4,               # T for a sequence block (attention)
+    kind:str=None,               # 'attention' or 'mixer' (sequences), 'mlp' (token by token); None: from the class name
+    call:Call=None,              # how its model calls it (`capture_calls`); None: a transformers block's own model, or hidden states alone
+    count_max_D:int=COUNT_MAX_D, # largest D counted (the count is what `expected` states)
+    seed:int=0,                  # seeds the count, the search and the check
+)->Adapted:
+    "Any block as its model calls it: the engine's count as `expected`, the laws `find_laws` names, each checked"
+    if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
+    name, kind = type(module).__name__, kind or _kind_of('', module) or 'mlp'
+    if kind not in (*_SEQUENCE, 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mixer', 'mlp' or None, got {kind!r}")
+    params = float64_params(module); check_eval(module)
+    D = sum(p.numel() for p in params.values())
+    if D > count_max_D: raise ValueError(f"{name}: D = {D} parameters is past count_max_D = {count_max_D}: the engine's count, which is what "
+                                         "adapt_found states, would take long; pass a larger count_max_D to count it anyway")
+    call, bufs = _found_call(module, kind, call, seq_len, name), float64_buffers(module)
     def f(p, x):
         with batched_experts(module): return call(module, {**bufs, **p}, x)
     inputs = call.inputs()                                          # hidden states, and the data arguments beside them
     probe_dtype(Adapted(kind, module, f, params, inputs, None, 0))    # a float32 cast inside: refused by name
-    ref = reference_forward(module, call)
-    rel = forward_gap(f, params, ref, inputs(2, torch.Generator().manual_seed(12345)))
+    rel = forward_gap(f, params, reference_forward(module, call), inputs(2, torch.Generator().manual_seed(12345)))
     if not rel <= FORWARD_TOL: raise ValueError(f"{name}: its model `f` is not the module's own forward as its model calls it "
                                                 f"(relative difference {rel:.1e}, tolerance {FORWARD_TOL:g})")
     c = count_laws(f, params, inputs, seed=seed, progress=False)
@@ -254,6 +258,7 @@ def transformer_blocks(
         for i, layer in enumerate(ml): _layer_blocks(layer, f'{path}.{i}', blocks, other)
     return blocks, other
 
+# %% ../nbs/11_discovery.ipynb #097f7e2b
 class Blocks(list):
     "[(path, Adapted)] of `law_blocks`, with `.skipped`: [(path, reason)] of the blocks it could not read"
     def __init__(self, items=(), skipped=()): super().__init__(items); self.skipped = list(skipped)
@@ -286,6 +291,7 @@ _STEP_CALL = ("write its forward as f(params, x), with the arguments its model p
               "count_laws / find_laws on it")
 _STEP_READ = "read it alone with adapt_found(block, call=...) and the options named above, or count_laws on its forward"
 
+# %% ../nbs/11_discovery.ipynb #d1b1005b
 def law_blocks(
     model:nn.Module,     # any model: ours, plain torch or transformers (DDP-wrapped ones are unwrapped)
     seq_len:int=4,       # tokens of the example batch a transformers model is run on (and attention's T)
@@ -322,36 +328,12 @@ def law_blocks(
     return Blocks(out, skipped)
 
 # %% ../nbs/11_discovery.ipynb #d1b10004
-TINY_CONFIGS = {  # model_type -> a one-layer config small enough to count every block in seconds (the families law_blocks is tested on)
-    'llama': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3),
-    'gpt2': dict(n_embd=4, n_head=2, n_positions=8),
-    'phi3': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3),
-    'bert': dict(hidden_size=4, num_attention_heads=2, intermediate_size=3, max_position_embeddings=8),
-    'vit': dict(hidden_size=4, num_attention_heads=2, intermediate_size=3, image_size=4, patch_size=2, num_channels=1),
-    'gpt_neox': dict(hidden_size=8, num_attention_heads=2, intermediate_size=3, rotary_pct=0.5),
-    'stablelm': dict(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3, partial_rotary_factor=0.5),
-    'falcon': dict(hidden_size=4, num_attention_heads=2),
-    'gemma': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, head_dim=2, intermediate_size=3),
-    'gemma2': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, head_dim=2, intermediate_size=3),
-    'gemma3_text': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, head_dim=2, intermediate_size=3),
-    'olmo2': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3),
-    'cohere': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3, use_qk_norm=True),
-    'deepseek_v3': dict(hidden_size=4, num_attention_heads=2, num_key_value_heads=2, intermediate_size=3, moe_intermediate_size=2,
-                        n_routed_experts=3, num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, q_lora_rank=2,
-                        kv_lora_rank=2, qk_rope_head_dim=2, qk_nope_head_dim=2, v_head_dim=2, n_shared_experts=1),
-    'opt': dict(hidden_size=4, num_attention_heads=2, ffn_dim=3, word_embed_proj_dim=4, max_position_embeddings=16),
-    'bloom': dict(hidden_size=4, n_head=2, n_layer=1),
-    'albert': dict(hidden_size=4, num_attention_heads=2, intermediate_size=3, embedding_size=4, max_position_embeddings=16),
-    'xlnet': dict(d_model=4, n_layer=1, n_head=2, d_inner=3),
-    'bart': dict(d_model=4, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=3,
-                 decoder_ffn_dim=3, max_position_embeddings=16),
-    't5': dict(d_model=4, d_kv=2, num_heads=2, d_ff=3, num_layers=1, num_decoder_layers=1),
-    'mamba': dict(hidden_size=4, state_size=2, expand=2, conv_kernel=2),
-}
+from .zoo import view
+TINY_CONFIGS = {n: e.build() for n, e in view('tiny-config').items()}   # model_type -> a one-layer config: the zoo's 'tiny-config' entries
 
 def tiny_transformer(
     model_type:str,      # a key of TINY_CONFIGS (or any transformers model_type, with `overrides`)
-    seed:int=0,
+    seed:int=0,          # seeds the generic random point (`init_generic`) and torch's global generator
     **overrides,         # config fields to change
 )->nn.Module:
     "A one-layer transformers base model of `model_type`, float64, eval mode, at a generic random point (`adapters.init_generic`)"
@@ -378,7 +360,11 @@ _FIXED = ('image_size', 'patch_size', 'num_channels', 'n_positions', 'max_positi
 
 def _has(cfg, key:str)->bool: v = getattr(cfg, key, None); return isinstance(v, int) and not isinstance(v, bool)
 
-def twin_grid(cfg, kind:str, block:nn.Module)->tuple:
+def twin_grid(
+    cfg,                 # the transformers config of the model
+    kind:str,            # "attention" or "mlp"
+    block:nn.Module,     # the block (a LayerNorm inside keeps widths >= 3)
+)->tuple:
     """(sizes a twin varies, fit grid {size: values}, held-out points) of a block: an attention's heads (key/value heads and queries
     per group where the config has them) and head size, an MLP's width and hidden size. Even head sizes (RoPE pairs); with a LayerNorm
     inside the block (BERT's post-norm, degenerate over 1-2 entries) every width stays ≥ 3"""
@@ -399,7 +385,12 @@ def block_sizes(cfg)->dict:
     return dict(H=H, H_kv=Hkv, G=H // Hkv, d_k=dk, d=cfg.hidden_size, d_ff=next((getattr(cfg, k) for k in _D_FF if _has(cfg, k)), None))
 
 # %% ../nbs/11_discovery.ipynb #ca11a003
-def twin_config(cfg, kind:str, sizes:dict, layer:int)->dict:
+def twin_config(
+    cfg,                 # the model's transformers config
+    kind:str,            # "attention" or "mlp"
+    sizes:dict,          # the twin's sizes (`twin_grid`'s symbols)
+    layer:int,           # index of the block's layer
+)->dict:
     "The config of a twin: `cfg`'s layout at `sizes` (others small), layers 0..layer, a vocabulary of 16, a window of 2 where one slides"
     s, over = dict(sizes), dict(num_hidden_layers=layer + 1, vocab_size=16)
     if kind == 'attention':
@@ -417,7 +408,14 @@ def twin_config(cfg, kind:str, sizes:dict, layer:int)->dict:
     fixed = {k: v for k, v in TINY_CONFIGS.get(cfg.model_type, {}).items() if k in _FIXED}
     return {k: v for k, v in cfg.to_dict().items() if k not in NOT_LAYOUT} | over | fixed
 
-def twin_block(model:nn.Module, path:str, kind:str, sizes:dict, seq_len:int=4)->tuple:
+# %% ../nbs/11_discovery.ipynb #ca11a00b
+def twin_block(
+    model:nn.Module,     # the transformers model
+    path:str,            # the block's module path
+    kind:str,            # "attention" or "mlp"
+    sizes:dict,          # the twin's sizes
+    seq_len:int=4,       # tokens of the example batch
+)->tuple:
     "(block, Call) at `path` in a twin of the transformers `model` at `sizes`, float64 at a generic point"
     cfg, layer = model.config, next(int(p) for p in path.split('.') if p.isdigit())
     with warnings.catch_warnings():
@@ -427,7 +425,13 @@ def twin_block(model:nn.Module, path:str, kind:str, sizes:dict, seq_len:int=4)->
     if m is None: raise ValueError(f"a twin at {sizes} has no block at {path}")
     return m, block_call(t, path, m, kind, seq_len)
 
-def block_call(model:nn.Module, path:str, m:nn.Module, kind:str, seq_len:int=4)->Call:
+def block_call(
+    model:nn.Module,     # the model holding the block
+    path:str,            # the block's module path
+    m:nn.Module,         # the block
+    kind:str,            # "attention" or "mlp"
+    seq_len:int=4,       # tokens of the example batch
+)->Call:
     "How `model` calls its block `m` at `path` (`capture_calls`); an MLP law_blocks built from loose children: token by token"
     if isinstance(m, (ChainedMLP, LooseMLP)): return Call(d=(m.intermediate.dense if isinstance(m, ChainedMLP) else getattr(m, m.names[0])).in_features)
     calls = capture_calls(model, [path], seq_len, tokens=[path] if kind == 'mlp' else [])

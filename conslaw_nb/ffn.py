@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import check_params, check_input, check_int, check_choice, gaussian_inputs, gaussian_weight
-from .pde import Problem
+from .problem import Problem
 from .blocks import swiglu_mlp
 
 # %% ../nbs/04_ffn.ipynb #1e4ae667

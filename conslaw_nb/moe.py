@@ -11,7 +11,8 @@ import math, itertools
 import torch
 from torch import nn, Tensor
 from .core import check_params, check_input, check_int, check_choice, check_top_k, gaussian_inputs
-from .pde import count_laws, check_laws, Problem
+from .pde import count_laws, check_laws
+from .problem import Problem
 from .ffn import swiglu_laws, is_hf_mlp
 from .blocks import moe_mlp, check_router, MOE_GATES
 

@@ -4,20 +4,18 @@
 
 # %% auto #0
 __all__ = ['METHODS', 'OPTIONS', 'SPAN_RETRIES', 'LawCount', 'CountOptions', 'SolverOptions', 'LobpcgOptions',
-           'ShiftInvertOptions', 'count_options', 'count_laws', 'linear_head', 'Completeness', 'completeness',
-           'Problem', 'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent', 'jacobian_rows',
-           'bracket_terms', 'bracket_scale', 'bracket_rows', 'bracket_fd_error', 'LOSSES', 'output_projector',
-           'piecewise_ops', 'good_turing', 'Span', 'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE',
-           'LU_SETTLE', 'LU_STEPS', 'law_gradients', 'LawCheck', 'law_norms', 'check_laws', 'laws_rank']
+           'ShiftInvertOptions', 'count_options', 'count_laws', 'jacobian_rows', 'bracket_terms', 'bracket_scale',
+           'bracket_rows', 'bracket_fd_error', 'LOSSES', 'output_projector', 'piecewise_ops', 'good_turing', 'Span',
+           'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE', 'LU_SETTLE', 'LU_STEPS', 'law_gradients',
+           'LawCheck', 'law_norms', 'check_laws', 'laws_rank']
 
 # %% ../nbs/02_pde.ipynb #bccf1f97
 import math, time, warnings
 from dataclasses import dataclass, field, fields, replace, KW_ONLY
 from typing import Optional
 import torch
-import sympy as sp
 from torch import nn, Tensor
-from torch.func import vmap, jvp, grad
+from torch.func import vmap, jvp
 from .core import (as_functional, Flat, random_params, draw_inputs, flat_model, output_dim, normalize_rows,
                              model_errors, law_tol, gap_tol, drop_tol, fd_tol, check_int, check_choice)
 from .rank import RankDecision, rank_decision
@@ -368,104 +366,3 @@ def _grow_null_space(c:_Count, method:str)->tuple:
     cap = c.o.max_samples or max(8*D, 4*n0, 4*pat)
     _, X, n_used = _saturate(c, add, n0, pat, cap)
     return st['span'], X, n_used, st['info']
-
-# %% ../nbs/02_pde.ipynb #085815f1
-def linear_head(p, x): return p['W'] @ x + p['b']
-
-# %% ../nbs/02_pde.ipynb #06e1d847
-@dataclass
-class Completeness:
-    "Are the candidate laws all the laws? Orthogonal, independent, and as many as D − dim Lie(W)"
-    verdict: str          # 'complete', 'incomplete', 'not conserved', 'inconsistent' or 'ambiguous'
-    count: LawCount       # the engine's count
-    check: LawCheck       # orthogonality of the candidates
-    rank: RankDecision    # independence of the candidates
-    tol: float            # orthogonality tolerance used
-    def __repr__(self):
-        return (f"Completeness({self.verdict!r}: {self.rank.rank} independent candidate laws vs {self.count.n_laws} counted, "
-                f"max_rel={self.check.max_rel:.1e}, count gap={self.count.gap:.1e}, rank gap={self.rank.gap:.1e})")
-
-def completeness(
-    h, f, params=None, sample_inputs=None,
-    *, seed:int=0, tol:float=None,   # orthogonality tolerance on the relative inner product; default sqrt(eps)
-    dtype=torch.float64, device=None, exact:bool=True,
-    **count_kw,                      # `count_laws`'s method, options, ...
-)->Completeness:
-    "Verdict on candidate laws `h` of model `f`: 'complete' when they are conserved, independent and as many as counted"
-    if tol is None: tol = law_tol(dtype)
-    if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol > 0):
-        raise ValueError(f"`tol` = {tol!r}: pass a finite positive orthogonality tolerance, or None for √ε")
-    if h is not None: check_law_args(h, f, 'completeness')
-    fn, params = as_functional(f, params, dtype, device, exact)
-    if h is None: h = lambda p: next(iter(p.values())).new_zeros(0)    # no candidates: 'complete' iff there are no laws
-    o = count_kw.pop('options', None) or {}                            # the count in `dtype`, whatever else its options say
-    o = replace(o, dtype=dtype) if isinstance(o, CountOptions) else {**o, 'dtype': dtype}
-    cnt = count_laws(fn, params, sample_inputs, seed=seed, options=o, **count_kw)
-    chk = check_laws(h, fn, params, sample_inputs, seed=seed+1, dtype=dtype)
-    rk = laws_rank(h, params, dtype=dtype)
-    if cnt.status != 'ok' or rk.status != 'ok': v = 'ambiguous'
-    elif chk.max_rel > tol: v = 'not conserved'
-    elif rk.rank == cnt.n_laws: v = 'complete'
-    elif rk.rank < cnt.n_laws: v = 'incomplete'
-    else: v = 'inconsistent'
-    return Completeness(v, cnt, chk, rk, tol)
-
-# %% ../nbs/02_pde.ipynb #f2d031f6
-@dataclass
-class Problem:
-    "One question for the engine: a model, its inputs, candidate laws, and the count theory states"
-    f: callable                  # f(params, x) on one input
-    shapes: dict                 # name -> shape (a random point is drawn) or tensor (that point is used)
-    sample_inputs: callable      # (n, generator) -> n inputs
-    laws: callable = None        # candidate laws h(params); None: no candidates
-    stated: int = None           # the count the paper states
-    formula: int = None          # the count this library derives, where it differs from the paper's; None: `stated`
-    def point(self, seed:int=0, dtype=torch.float64, device=None)->dict:
-        "The point θ: the given tensors, or a random point seeded by `seed`"
-        if all(isinstance(v, Tensor) for v in self.shapes.values()):
-            return {k: v.detach().to(dtype=dtype, device=device) for k, v in self.shapes.items()}
-        return random_params(self.shapes, torch.Generator().manual_seed(seed), dtype=dtype, device=device)
-    def check(self, seed:int=0, device=None, **kw)->Completeness:
-        "`completeness` of the candidate laws at the point seeded by `seed`"
-        return completeness(self.laws, self.f, self.point(seed, device=device), self.sample_inputs, seed=seed, device=device, **kw)
-
-# %% ../nbs/02_pde.ipynb #8f7a1370
-def sym_orthogonality(
-    h,        # sympy expression of the candidate law
-    f,        # sympy expression of the model output (or a list / Matrix of outputs)
-    theta,    # the parameter symbols
-):
-    "The simplified inner products <∇_θ h, ∇_θ f_k> (a list, one per output): all zero iff `h` is a law"
-    fs = list(f) if isinstance(f, (list, tuple, sp.MatrixBase)) else [f]
-    return [sp.simplify(sum(sp.diff(h, t)*sp.diff(fk, t) for t in theta)) for fk in fs]
-
-def sym_is_law(h, f, theta)->bool:
-    "True when <∇_θ h, ∇_θ f_k> simplifies to 0 for every output k"
-    return all(e == 0 for e in sym_orthogonality(h, f, theta))
-
-# %% ../nbs/02_pde.ipynb #9dd52975
-def _grad_flat(loss, flat):
-    return grad(lambda th: loss(flat.unflatten(th)))
-
-def gradient_flow(
-    loss,                 # `loss(params)` -> scalar
-    params:dict,          # starting point θ(0)
-    t_end:float,          # integrate dθ/dt = −∇L(θ) up to this time
-    n_steps:int=1000,     # classical RK4 steps
-    every:int=None,       # keep every `every`-th state (default: only the last)
-)->list:
-    "Integrate the gradient flow with classical RK4 in the params' dtype; returns the kept states as dicts"
-    flat = Flat(params); th = flat.flatten({k:v.detach() for k,v in params.items()})
-    g = _grad_flat(loss, flat); dt = t_end/n_steps; out = [flat.unflatten(th)]
-    for i in range(n_steps):
-        k1 = -g(th); k2 = -g(th+dt/2*k1); k3 = -g(th+dt/2*k2); k4 = -g(th+dt*k3)
-        th = th + dt/6*(k1+2*k2+2*k3+k4)
-        if (every and (i+1) % every == 0) or i == n_steps-1: out.append(flat.unflatten(th))
-    return out
-
-def gradient_descent(loss, params:dict, lr:float, n_steps:int)->list:
-    "Plain gradient descent θ ← θ − lr·∇L(θ); returns every state as a dict"
-    flat = Flat(params); th = flat.flatten({k:v.detach() for k,v in params.items()})
-    g = _grad_flat(loss, flat); out = [flat.unflatten(th)]
-    for _ in range(n_steps): th = th - lr*g(th); out.append(flat.unflatten(th))
-    return out

@@ -35,7 +35,8 @@ class RankDecision:
 # %% ../nbs/01_rank.ipynb #92e64da5
 def rank_decision(
     s:Tensor,             # singular values (any order)
-    n_rows:int, n_cols:int, # shape of the matrix they come from
+    n_rows:int,           # rows of the matrix they come from
+    n_cols:int,           # and its columns
     dtype=torch.float64,  # dtype the matrix was computed in
     min_gap:float=None,   # smallest gap accepted; default eps**-0.25 (about 8e3 in float64, 55 in float32)
     drop_tol:float=None,  # largest accepted first-dropped value relative to the largest; default sqrt(eps)

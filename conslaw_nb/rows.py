@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['LOSSES', 'jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket_rows', 'bracket_fd_error', 'output_projector',
-           'output_basis']
+           'output_basis', 'linear_head']
 
 # %% ../nbs/01a_rows.ipynb #91fa11a9
 import math
@@ -14,7 +14,13 @@ from torch.func import jacrev, vmap, jvp, grad
 from .core import flat_model, model_errors, fd_step, check_choice
 
 # %% ../nbs/01a_rows.ipynb #13c2ca81
-def jacobian_rows(fn, flat, theta, X, chunk_size=None):
+def jacobian_rows(
+    fn,                  # the model `fn(params, x)` on one input
+    flat,                # the `Flat` layout of its parameters
+    theta,               # the point θ, flat (D,)
+    X,                   # (N, *x) inputs
+    chunk_size=None,     # inputs per `vmap` chunk; None: all at once
+):
     "Rows ∇_θ f_k(θ; x) for every input in `X` and output k, as an (N·K, D) matrix"
     with model_errors(): J = vmap(jacrev(flat_model(fn, flat)), in_dims=(None, 0), chunk_size=chunk_size)(theta, X)  # (N, K, D)
     return J.reshape(-1, flat.D)
@@ -22,7 +28,11 @@ def jacobian_rows(fn, flat, theta, X, chunk_size=None):
 # %% ../nbs/01a_rows.ipynb #945de1e3
 _THETA_SCALE_FLOOR = 1e-3   # a point θ near 0 counts as this far from 0 per coordinate (finite-difference steps, a bracket's natural size)
 
-def bracket_terms(fx, xs, ws):
+def bracket_terms(
+    fx,                  # the model on one input as `fx(theta, x)` (`flat_model`)
+    xs,                  # (d, *x): the inputs x_i of the d fields
+    ws,                  # (d, K): their output weights w_i
+):
     "The left-normed bracket [Y_0,[Y_1,[...,Y_{d-1}]]] of the fields Y_i = ∇_θ(w_i·f(θ; x_i)) as signed terms (sign, θ -> vector)"
     d = len(xs)
     def field(i): return lambda th: grad(lambda t: (ws[i]*fx(t, xs[i])).sum())(th)
@@ -52,6 +62,7 @@ def _bracket_stack(fx, xs, ws, norms:bool=False):
     stack = T
     return stack if norms else (lambda th: stack(th)[0])
 
+# %% ../nbs/01a_rows.ipynb #945de1e4
 def bracket_scale(
     terms:Tensor,        # (2^(d-1), D): a bracket's signed terms (`_bracket_stack`)
     field_norms:Tensor,  # (d,): ‖Y_i‖ of the fields it was built from
@@ -64,7 +75,15 @@ def bracket_scale(
     size = field_norms.prod(-1)/th**(field_norms.shape[-1] - 1)
     return torch.maximum(terms.norm(dim=-1).sum(-1), size).clamp_min(torch.finfo(terms.dtype).tiny)
 
-def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None, return_scale:bool=False):
+def bracket_rows(
+    fn,                  # the model `fn(params, x)` on one input
+    flat,                # the `Flat` layout of its parameters
+    theta,               # the point θ, flat (D,)
+    Xs,                  # (B, d, *x): B draws of d inputs
+    Ws,                  # (B, d, K): their output weights
+    chunk_size=None,     # draws per `vmap` chunk; None: all at once
+    return_scale:bool=False,  # also return each row's `bracket_scale`
+):
     "Depth-d brackets at `theta`, one per draw (`Xs` (B, d, *x), `Ws` (B, d, K)), each divided by its `bracket_scale`"
     fx = flat_model(fn, flat)
     def one(xs, ws):
@@ -76,8 +95,13 @@ def bracket_rows(fn, flat, theta, Xs, Ws, chunk_size=None, return_scale:bool=Fal
 
 # %% ../nbs/01a_rows.ipynb #8c82ad05
 def bracket_fd_error(
-    fn, flat, theta, xs, ws,   # model, flattening, point, and one draw (inputs `xs` (d, *x), output weights `ws` (d, K))
-    row=None, scale=None,      # that draw's row and scale from `bracket_rows(..., return_scale=True)`, if already computed
+    fn,                        # the model `fn(params, x)` on one input
+    flat,                      # the `Flat` layout of its parameters
+    theta,                     # the point θ, flat (D,)
+    xs,                        # one draw's inputs (d, *x)
+    ws,                        # and output weights (d, K)
+    row=None,                  # that draw's row from `bracket_rows(..., return_scale=True)`, if already computed
+    scale=None,                # and its scale
 )->float:
     "Relative disagreement between one depth-d bracket by automatic differentiation and by central finite differences"
     fx = flat_model(fn, flat)
@@ -100,8 +124,10 @@ def bracket_fd_error(
 LOSSES = ('any', 'mse', 'ce')
 
 def output_projector(
-    loss:str, K:int,              # the loss ('any', 'mse' or 'ce') and the number of outputs (logits)
-    dtype=torch.float64, device=None,
+    loss:str,                     # the loss: 'any', 'mse' or 'ce'
+    K:int,                        # the number of outputs (logits)
+    dtype=torch.float64,          # dtype of the result
+    device=None,                  # and its device
 )->Tensor:
     "(K, K) projection onto the output directions u the loss gradient can take: I for 'any'/'mse', I − 11ᵀ/K for 'ce'"
     check_choice('loss', loss, LOSSES)
@@ -109,8 +135,10 @@ def output_projector(
     return P - 1/K if loss == 'ce' else P
 
 def output_basis(
-    loss:str, K:int,              # the loss ('any', 'mse' or 'ce') and the number of outputs (logits)
-    dtype=torch.float64, device=None,
+    loss:str,                     # the loss: 'any', 'mse' or 'ce'
+    K:int,                        # the number of outputs (logits)
+    dtype=torch.float64,          # dtype of the result
+    device=None,                  # and its device
 )->Tensor:
     "(K', K): orthonormal rows spanning the directions of `output_projector` (K' = K, or K − 1 under 'ce')"
     if loss == 'ce' and K < 2:
@@ -118,3 +146,8 @@ def output_basis(
                          "cross-entropy is constant and every parameter is conserved. Use loss='any' or 'mse'")
     P = output_projector(loss, K, dtype, device)
     return P if loss != 'ce' else torch.linalg.qr(P[:, :K-1])[0].T
+
+# %% ../nbs/01a_rows.ipynb #a1a0c1e2
+def linear_head(p, x):
+    "A linear head with bias, f = Wx + b: the smallest model whose laws depend on the loss"
+    return p['W'] @ x + p['b']

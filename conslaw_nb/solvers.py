@@ -21,7 +21,12 @@ from .rank import RankDecision, rank_decision
 # %% ../nbs/01c_solvers.ipynb #c98841c3
 class Span:
     "Orthonormal bases of the span found so far and of its orthogonal complement; new rows are judged by their part outside"
-    def __init__(self, D:int, like:Tensor, dtype=torch.float64, min_gap:float=None):
+    def __init__(self,
+        D:int,                   # the dimension of the space (the parameters' count)
+        like:Tensor,             # a tensor whose device the bases take
+        dtype=torch.float64,     # the dtype the rank decisions are made for (`rank_decision`)
+        min_gap:float=None,      # the smallest singular-value gap they accept; None: the dtype's
+    ):
         self.D, self.kw = D, dict(dtype=dtype, min_gap=min_gap)
         self.Q = like.new_zeros(0, D)    # (r, D) basis of the span
         self.N = None                    # (D-r, D) basis of its complement; None before the first rows (the whole space)
@@ -50,16 +55,9 @@ class Ambiguous(Exception):
 JACOBI_MAX = 1e3   # the Jacobi scaling raises no column by more than this against the largest: a column at rounding level
                    # (a key bias, whose gradient the softmax cancels to ~1e-17 of the others') stays far below the signal
 
-class _Gram:
-    """The Gram operator G = S Jᵀ W J S of the span rows, applied through JVPs and VJPs of the model, never held.
-    J: the rows ∇_θ(u·f(θ; x)) for the inputs `X` and the loss's output directions u (the rows of `B`); W: one over
-    their squared norms (unit rows, as the dense path uses); S: the Jacobi scaling diag(JᵀWJ)^(-1/2), capped at JACOBI_MAX
-    times the largest column's and divided by its largest entry, which lowers G's condition number (about 5x on SwiGLU)
-    without moving its null space off S⁻¹·null(J). Uncapped, a column whose gradient is zero but for rounding would be
-    raised to the others' scale, and its rounding read as directions of the span. Memory: chunks of inputs whose rows fit in `budget` bytes. With `explicit`, also the matrix M = G itself
-    (D × D, float32 for `method='gram'`, a preconditioner; float64 for 'shift-invert'), accumulated from chunks of up to 1/16
-    of M's bytes where that exceeds `budget` (float32, D = 45,440, two threads: 102 GFLOPS at 512 rows, 150 at 2048). With
-    `hold`, the rows W^½ J S themselves, in float64, the first rows of a D × D matrix R (`method='lu'`: at most D rows)."""
+class _GramRows:
+    """The span rows' weights W and Jacobi scaling S, with `explicit` the Gram matrix M = G itself (D × D, `mdtype`),
+    with `hold` the rows W^½ J S (float64, at most D): what `_Gram` applies, built a chunk of inputs at a time"""
     def __init__(self, fx, theta, X, K, B, budget, *, explicit=False, mdtype=torch.float32, hold=False):
         self.fx, self.theta, self.X, self.budget = fx, theta, X, budget
         self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
@@ -87,6 +85,10 @@ class _Gram:
     def chunks(self, per_input, budget=None):
         c = max(1, (budget or self.budget) // (8*per_input))
         for i in range(0, len(self.X), c): yield self.X[i:i+c]
+
+# %% ../nbs/01c_solvers.ipynb #d1e6dae2
+class _Gram(_GramRows):
+    "The Gram operator G = S Jᵀ W J S of the span rows (`_GramRows`), applied through JVPs and VJPs of the model, never held"
     def _batched(self, Xc): return lambda th: vmap(self.fx, in_dims=(None, 0))(th, Xc)
     def _pieces(self):                                      # per chunk of inputs: its JVP map, VJP map (built once) and weights
         if not hasattr(self, '_cache'):
@@ -236,24 +238,24 @@ def _refine(G, inv, N, E, steps=2):
         E = G.rows(N)
     return N, torch.linalg.svdvals(E)
 
-def _shift_invert(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=SHIFT_INVERT_SIGMA, passes=2, rounds=3):
-    """Phase 1 of `count_laws(method='shift-invert')`. `G.M`, the float64 Gram matrix, is factored in place, M + σI = UᵀU
-    with σ = `sigma`·λ₁ (SHIFT_INVERT_SIGMA by default), and a block of b random vectors is multiplied by (M + σI)⁻¹
-    `passes` times (orthonormalized after each): null directions go to 1/σ, an eigenvalue λ to 1/(λ + σ), so a pass shrinks the block's part outside the b smallest
-    eigenvectors by about λ_b/σ. No Rayleigh–Ritz on b² blocks of 3b as LOBPCG's, no Gram operator applied by JVPs: the
-    triangular solves are the work. The decision is the Gram path's, `rank_decision` on the block's singular values from
-    JVPs (‖W^½ J S v‖, not the squared vᵀMv), and it must settle: one more pass must give the same cut, its smallest kept
-    value falling by less than SHIFT_INVERT_SETTLE: a null vector the passes have not yet freed of larger eigenvectors
-    shows a singular value that falls pass after pass, and read once it passes for a kept one (the raised-shift cell on the engine page).
-    A block (first: b = 64, or 16 more than the rows leave) whose null part leaves less than its margin doubles; up to
-    `rounds`·`passes` passes per block, then 'ambiguous'. The solvers' one signature (`NULL_SOLVERS`; `max_iters` unread):
-    returns (null basis (k, D), decision, info)"""
+# %% ../nbs/01c_solvers.ipynb #fc1f4e3a
+def _si_start(G, s1:float, sigma:float)->tuple:
+    "Shift-invert's start: M + σI = UᵀU in place (σ = `sigma`·λ₁), and the first block's size b: (U, b)"
     D, n, sig = G.D, len(G.X), sigma*s1**2
     b = max(64, D - G.n_rows + 16)
     U, bad = _chol_in_place(G.M, sig)
     if bad: raise Ambiguous(f"shift-invert: M + {sigma:g}·λ₁·I is not positive definite (Cholesky fails at column {bad}): "
                              "the Gram matrix's rounding is above the shift; use method='dense'", n)
     b = min(D//2, max(b, math.ceil(1.25*int((U.diagonal()**2 < 1e3*sig).sum())) + 16))   # pivots near σ: a first block
+    return U, b
+
+# %% ../nbs/01c_solvers.ipynb #fc1f4e3b
+def _shift_invert(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=SHIFT_INVERT_SIGMA, passes=2, rounds=3):
+    """Phase 1 of `count_laws(method='shift-invert')`, as above: `passes` passes of (M + σI)⁻¹ on a random block, one more
+    until the decision settles, the block doubled while it is (nearly) all null, the null vectors then refined (`_refine`).
+    The solvers' one signature (`NULL_SOLVERS`; `max_iters` unread): returns (null basis (k, D), decision, info)"""
+    D, n = G.D, len(G.X)
+    U, b = _si_start(G, s1, sigma)
     inv = lambda Y: _chol_solve(U, Y)
     Y, done, last, at = U.new_zeros(D, 0), 0, None, 0      # `last`: the previous pass's (cut, smallest kept value)
     while True:
@@ -302,6 +304,7 @@ def _tri_solve(T:Tensor, B:Tensor, upper:bool, trans:bool=False, unit:bool=False
         X[i:j] = torch.linalg.solve_triangular(A[i:j, i:j].clone(), X[i:j], upper=up, unitriangular=unit)
     return X
 
+# %% ../nbs/01c_solvers.ipynb #9c7727f3
 def _hartley_mix(R:Tensor, mix, cols:int=64):
     """R's rows mixed in place by an orthonormal transform, `mix` = (p, s, q): the rows in order p, times the signs s, the
     Hartley transform (the DFT's real counterpart, Re − Im, over √n; from `rfft`), then the rows in order q. Every row is
@@ -366,17 +369,9 @@ def _lu_lsq(T, Z, C, E):
 
 # %% ../nbs/01c_solvers.ipynb #f65191db
 def _lu_null(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=None):
-    """Phase 1 of `count_laws(method='lu')`: the null space of the span rows from one LU, no Gram matrix. `G.R` holds the
-    rows A = W^½ J S, at most D of them (`_Gram(hold=True)`; the count adds later inputs' rows as fresh ones). They are
-    mixed by `_hartley_mix` (orthonormal: the same singular values), so that no column of the elimination is a combination
-    of earlier ones before the rank is reached, and Rᵀ, column-major as R is row-major, is factored in place by partial
-    pivoting: Rᵀ[p] = L U, the pivots picking r columns C of A. r comes from the pivots |u_jj| (their largest gap, and they
-    must be the leading ones). The null vectors are exact in the factors, v[p] = (−L₁⁻ᵀ L₂ᵀ, I), and LU_STEPS least-squares
-    corrections against the rows themselves (`_lu_lsq`, A n by JVPs, mixed as R's) bring them to the rows' rounding. The
-    decision is `rank_decision` on their singular values (by JVPs) below the b smallest of A_C = A[:, C] (`_kept_bound`),
-    which bound the kept ones from below: σ_min(A_C) ≤ σ_r(A).
-    2D³/3 flops, against the Gram paths' nKD² to form M plus D³/3 to factor it. The solvers' one signature (`NULL_SOLVERS`;
-    `max_iters` and `sigma` unread): returns (null basis (k, D), decision, info)"""
+    """Phase 1 of `count_laws(method='lu')`, as above: the null space of the rows `G.R` (`_Gram(hold=True)`, at most D) from
+    one LU of their mixed transpose, in place; the null vectors corrected against the rows (LU_STEPS), the kept side bounded
+    (`_kept_bound`). The solvers' one signature (`max_iters`, `sigma` unread): returns (null basis (k, D), decision, info)"""
     D, n, R = G.D, len(G.X), G.R
     m = _smooth(len(G.X)*len(G.B), D)                     # the rows held (the rest of R is zero), up to an FFT-friendly length
     mix = _random_mix(m, g, R)
@@ -461,11 +456,15 @@ _BARS = {'lobpcg': ('null space', None), 'gram': ('null space', None), 'shift-in
          'lu': ('LU of the rows', 4)}   # each solver's progress bar: its words, and its steps where known
 
 def null_space(
-    fx, theta:Tensor, X:Tensor,   # the flat model fx(θ, x), the point θ and the inputs whose span rows are judged
-    K:int, B:Optional[Tensor],    # outputs per input; the loss's output directions (K', K), or None for all K
+    fx,                           # the flat model fx(θ, x)
+    theta:Tensor,                 # the point θ (D,)
+    X:Tensor,                     # the inputs whose span rows are judged
+    K:int,                        # outputs per input
+    B:Optional[Tensor],           # the loss's output directions (K', K), or None for all K
     g:torch.Generator,            # the generator of the solver's random blocks
     *, method:str,                # one of `NULL_SOLVERS`: 'lobpcg', 'gram', 'shift-invert' or 'lu'
-    dtype, min_gap,               # as `rank_decision` takes them
+    dtype,                        # the dtype the rank decision is made for, as `rank_decision` takes it
+    min_gap,                      # and the smallest gap it accepts (None: the dtype's)
     budget:int,                   # bytes of Jacobian rows held at once
     progress:bool,                # a tqdm bar
     max_iters:int=3000,           # 'lobpcg', 'gram': LOBPCG iterations before 'ambiguous'

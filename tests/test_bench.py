@@ -6,27 +6,29 @@ from pathlib import Path
 import pytest
 import torch
 from conslaw_nb.pde import count_laws
-from conslaw_nb.bench import (swiglu_case, mha_case, baseline_count, floor_count, linear_row, relu_row, timed,
+from conslaw_nb.ffn import swiglu_problem
+from conslaw_nb.attention import mha_problem
+from conslaw_nb.bench import (baseline_count, floor_count, linear_row, relu_row, timed,
                               taking_turns, turn_range, fit_exponent, power_fit)
 from conslaw_nb.bench_run import judge, _width_count, BenchConfig, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {'swiglu': swiglu_case(3, 5), 'mha': mha_case(2, 4, 2, 3), 'rope': mha_case(2, 4, 2, 3, rope=True)}
+TINY = {'swiglu': swiglu_problem(3, 5), 'mha': mha_problem(2, 4, 2, T=3), 'rope': mha_problem(2, 4, 2, T=3, rope=True)}
 
 @pytest.mark.parametrize('name', TINY)
 def test_baseline_agrees_with_engine(name):
-    case = TINY[name]; p = case.params(seed=1)
-    c = count_laws(case.f, p, case.inputs)
-    n, dims = baseline_count(case.f, p, case.inputs)
-    assert n == c.n_laws == case.laws
+    case = TINY[name]; p = case.point(1)
+    c = count_laws(case.f, p, case.sample_inputs)
+    n, dims = baseline_count(case.f, p, case.sample_inputs)
+    assert n == c.n_laws == case.stated
     assert dims == c.dims_by_depth
 
 def test_floor_is_the_span_count():
     for case in TINY.values():
-        p = case.params()
-        c = count_laws(case.f, p, case.inputs)
-        assert floor_count(case.f, p, case.inputs) == c.n_params - c.dims_by_depth[0]
-    assert floor_count(TINY['swiglu'].f, TINY['swiglu'].params(), TINY['swiglu'].inputs) == TINY['swiglu'].laws
+        p = case.point()
+        c = count_laws(case.f, p, case.sample_inputs)
+        assert floor_count(case.f, p, case.sample_inputs) == c.n_params - c.dims_by_depth[0]
+    assert floor_count(TINY['swiglu'].f, TINY['swiglu'].point(), TINY['swiglu'].sample_inputs) == TINY['swiglu'].stated
 
 def test_anchor_rows_check_their_counts():
     lin = linear_row([4, 2, 3], 0)

@@ -111,7 +111,7 @@ def test_content_page_has_prose_code_outputs_figures(site):
     "The engine page carries its prose, math, code, stored outputs and figures; #| hide and export cells are gone"
     pde = (site/'pde.html').read_text()
     assert 'class="arithmatex"' in pde and 'nb-input' in pde and 'nb-output' in pde
-    assert re.search(r'<img[^>]+src="pde_files/[^"]+\.png"', pde)
+    assert re.search(r'<img[^>]+src="flow_files/[^"]+\.png"', (site/'flow.html').read_text())
     assert 'from fastcore.test import' not in pde and 'nbdev_export()' not in pde and '#| export' not in pde
 
 

@@ -1,16 +1,17 @@
-"""The engine split (issue 38, item 1): pde re-exports what moved to rows, regions, solvers and checks, so every public
-`from conslaw_nb.pde import NAME` of before still works; `count_laws` takes at most 10 parameters, its knobs in one options
+"""The engine split (issue 38, item 1): pde re-exports what moved to rows, regions, solvers and checks, so those
+`from conslaw_nb.pde import NAME` of before still work; what uses the count (the problem and its verdict, the sympy checks,
+the flow) and the linear head have their own modules, which pde does not hold; `count_laws` takes at most 10 parameters, its knobs in one options
 object per method; one name per solver, everywhere; no private name crosses between the engine's modules; no engine module passes 700 lines or 8 positional parameters
 a function; and the saturation loop is one function, used by the dense path and by the paths past it alike."""
 import ast, inspect
 from pathlib import Path
 from unittest import mock
 import pytest, torch
-from conslaw_nb import pde, rows, regions, solvers, checks
+from conslaw_nb import pde, rows, regions, solvers, checks, problem, symbolic, flow
 from conslaw_nb.core import gaussian_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE = ('pde', 'rows', 'regions', 'solvers', 'checks', 'bench', 'bench_run')
+ENGINE = ('pde', 'rows', 'regions', 'solvers', 'checks', 'problem', 'symbolic', 'flow', 'bench', 'bench_run')
 MOVED = {rows: ['jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket_rows', 'bracket_fd_error', 'LOSSES', 'output_projector',
                 'output_basis'],
          regions: ['piecewise_ops', 'good_turing', 'Regions'],
@@ -25,9 +26,23 @@ def test_pde_reexports_what_moved(mod):
 def test_old_public_names_still_star_exported():
     old = ['SPAN_RETRIES', 'LOSSES', 'METHODS', 'JACOBI_MAX', 'SHIFT_INVERT_SIGMA', 'SHIFT_INVERT_SETTLE', 'LU_SETTLE', 'LU_STEPS',
            'jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket_rows', 'Span', 'LawCount', 'bracket_fd_error', 'piecewise_ops',
-           'good_turing', 'output_projector', 'count_laws', 'law_gradients', 'LawCheck', 'law_norms', 'check_laws', 'linear_head',
-           'laws_rank', 'Completeness', 'completeness', 'Problem', 'sym_orthogonality', 'sym_is_law', 'gradient_flow', 'gradient_descent']
+           'good_turing', 'output_projector', 'count_laws', 'law_gradients', 'LawCheck', 'law_norms', 'check_laws', 'laws_rank']
     assert set(old) <= set(pde.__all__), sorted(set(old) - set(pde.__all__))
+
+MOVED_OUT = {rows: ['linear_head'], problem: ['Problem', 'Completeness', 'completeness'], symbolic: ['sym_orthogonality', 'sym_is_law'],
+             flow: ['gradient_flow', 'gradient_descent']}
+
+@pytest.mark.parametrize('mod', list(MOVED_OUT), ids=lambda m: m.__name__.split('.')[-1])
+def test_what_uses_the_count_has_its_own_module(mod):
+    "The problem and its verdict, the sympy checks and the flow live in their own modules (after pde), not in pde"
+    for name in MOVED_OUT[mod]:
+        assert name in mod.__all__ and getattr(mod, name).__module__ == mod.__name__, f"{name} is not defined in {mod.__name__}"
+        assert not hasattr(pde, name), f"pde still holds {name}"
+
+def test_one_concept_per_module_docstring():
+    "pde's opening names the count alone: no problem, verdict, sympy or flow in it"
+    doc = pde.__doc__
+    assert 'count_laws' in doc and not any(w in doc for w in ('Problem', 'completeness', 'sympy', 'gradient_flow'))
 
 def test_engine_modules_small_with_few_positional_parameters():
     for m in ENGINE:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 from hypothesis import given, settings, strategies as st
-from conslaw_nb import core, pde, checks, lawsearch, ffn, attention, moe, blocks, adapters, verify, discovery
+from conslaw_nb import core, pde, problem, checks, lawsearch, ffn, attention, moe, blocks, adapters, verify, discovery
 from conslaw_nb.training import TrainConfig
 from conftest import tally, CASES, DONE, FUZZ_MIN
 
@@ -160,7 +160,7 @@ h_u = lambda p: p['U'].sum(0)
 ENTRY = {   # name -> call(h, f, params, sample_inputs, **kw)
     'count_laws':   lambda h, f, p, si, **kw: pde.count_laws(f, p, si, **kw),
     'check_laws':   lambda h, f, p, si, **kw: pde.check_laws(h, f, p, si, **kw),
-    'completeness': lambda h, f, p, si, **kw: pde.completeness(h, f, p, si, **kw),
+    'completeness': lambda h, f, p, si, **kw: problem.completeness(h, f, p, si, **kw),
     'find_laws':    lambda h, f, p, si, **kw: discovery.find_laws(f, p, si, **kw),
 }
 
@@ -315,7 +315,7 @@ def moe_misc_cases(draw):
         if api == 'moe_laws': return C(api, 'W', lambda: moe.moe_laws(p), p)
         if api == 'Problem.check':
             pb = moe.moe_problem(3, 2, 4)
-            return C(api, ('params', 'W'), lambda: pde.Problem(pb.f, p, pb.sample_inputs, pb.laws).check(), p)
+            return C(api, ('params', 'W'), lambda: problem.Problem(pb.f, p, pb.sample_inputs, pb.laws).check(), p)
         m = blocks.MoE(3, 2, 4, dtype=f64)
         with torch.no_grad(): m.gate.weight.copy_(W)
         return C(api, 'gate.weight', lambda: pde.count_laws(m, None, gauss(3)), m)
@@ -463,7 +463,7 @@ GAPS = [
     (PDE + "check_laws(n_samples=0) blames `sample_inputs`",
      C('check_laws', 'n_samples', lambda: pde.check_laws(h_u, linear2, good_params(), gauss(4), n_samples=0))),
     (PDE + "completeness(tol=nan) runs",
-     C('completeness', 'tol', lambda: pde.completeness(h_u, linear2, good_params(), gauss(4), tol=nan))),
+     C('completeness', 'tol', lambda: problem.completeness(h_u, linear2, good_params(), gauss(4), tol=nan))),
     (PDE + "laws_rank(h='abc'): TypeError 'str' object is not callable", C('laws_rank', 'h', lambda: pde.laws_rank('abc', good_params()))),
     ("attention.py (05): mha does not refuse NaN weights (check_params(..., finite=False))",
      C('mha', 'params', lambda: attention.mha({**mha_params(), 'Q': torch.full((2, 4, 2), nan, dtype=f64)}, torch.ones(2, 4, dtype=f64)))),

@@ -5,7 +5,8 @@ of the mixed rows themselves) against the dense path: the same counts, depth by 
 arguments), raised before any work."""
 import pytest, torch
 import torch.nn.functional as F
-from conslaw_nb.pde import count_laws, linear_head
+from conslaw_nb.pde import count_laws
+from conslaw_nb.rows import linear_head
 from conslaw_nb.core import random_params, gaussian_inputs
 from conslaw_nb import ffn, attention
 
@@ -102,11 +103,11 @@ def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch)
 @pytest.mark.parametrize('rel', [1e-6, 1e-4, 1e-3, 1e-2])
 def test_shift_invert_reads_no_unsettled_cut(rel):
     "With the shift raised, a null vector the passes have not freed yet looks like a kept one: read once, attention (40 laws, Thm 4.3) gave 0 at 1e-4, 'ok'"
-    from conslaw_nb.bench import attention_width_case
+    from conslaw_nb.zoo import attention_width_case
     case = attention_width_case(2, 4, 8, 4)                                     # D = 256
-    c = count_laws(case.f, case.params(), case.inputs, method='shift-invert', options=dict(sigma=rel), progress=False)
+    c = count_laws(case.f, case.point(), case.sample_inputs, method='shift-invert', options=dict(sigma=rel), progress=False)
     assert c.status in ('ok', 'ambiguous'), c
-    if c.status == 'ok': assert c.n_laws == case.laws == 40, (rel, c)
+    if c.status == 'ok': assert c.n_laws == case.stated == 40, (rel, c)
     if rel == 1e-2: assert c.status == 'ambiguous' and 'not settled' in c.reason, c   # the shift swamps the spectrum: no answer
 
 def _scaled_head(p, x):
@@ -123,10 +124,10 @@ def test_lu_rows_with_periodic_structure():
 
 def test_lu_decoder_layer_agrees_with_dense():
     "A Llama-style decoder layer (RMSNorm, GQA with RoPE, SwiGLU) at d = 8, by the LU path and the dense one, depth by depth"
-    from conslaw_nb.bench import decoder_layer_case
-    case = decoder_layer_case(8, 2, 1, 22); p = case.params()
-    dense, lu = (count_laws(case.f, p, case.inputs, method=m, progress=False) for m in ('dense', 'lu'))
-    assert (lu.status, lu.n_laws, lu.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and lu.n_laws == case.laws, (lu, dense)
+    from conslaw_nb.zoo import decoder_layer_case
+    case = decoder_layer_case(8, 2, 1, 22); p = case.point()
+    dense, lu = (count_laws(case.f, p, case.sample_inputs, method=m, progress=False) for m in ('dense', 'lu'))
+    assert (lu.status, lu.n_laws, lu.dims_by_depth) == ('ok', dense.n_laws, dense.dims_by_depth) and lu.n_laws == case.stated, (lu, dense)
     assert lu.solver['null_after'] <= lu.solver['null_before'] and lu.solver['null_after'] < 1e-12, lu.solver   # the correction step
 
 def test_lu_helpers():
@@ -198,7 +199,7 @@ def test_paths_agree_on_the_registry(size):
     space is too big for its block (at most D/2). Before the Jacobi cap, nn.MultiheadAttention with biases got 20 for 24 by LU"""
     from conslaw_nb.verify import ARCHS
     for name, arch in ARCHS.items():
-        pb = arch.problem(size); p = pb.point(0)
+        pb = arch.build(size); p = pb.point(0)
         dense, refused = count_laws(pb.f, p, pb.sample_inputs, method='dense'), set()
         assert dense.status == 'ok', (name, dense)
         for m in ('gram', 'shift-invert', 'lu', 'lobpcg'):

@@ -2,7 +2,8 @@
 import pytest, torch
 from torch.func import jacrev
 from conslaw_nb.core import Flat, random_params, gaussian_inputs
-from conslaw_nb.pde import law_norms, check_laws, linear_head
+from conslaw_nb.pde import law_norms, check_laws
+from conslaw_nb.rows import linear_head
 from conslaw_nb.checks import law_fn
 from conslaw_nb.ffn import swiglu_problem
 from conslaw_nb.attention import mha_problem

@@ -4,7 +4,8 @@ counted by the engine and found by `find_laws`; the laws found pass `check_laws`
 import pytest
 import torch
 from conslaw_nb.core import random_params, law_tol
-from conslaw_nb.pde import count_laws, check_laws, linear_head, LOSSES
+from conslaw_nb.pde import count_laws, check_laws, LOSSES
+from conslaw_nb.rows import linear_head
 from conslaw_nb.lawsearch import Ansatz, law_nullspace, loss_directions
 from conslaw_nb.discovery import find_laws
 

@@ -1,12 +1,12 @@
 """Every block once (issue 38, item 2): one RoPE pairing by default, one attention kernel (`core.sdpa_ref`, run by
 `blocks.attention`), one causal mask (`core.causal_mask`), one gated MLP (`blocks.gated_mlp`) and one decoder layer
-(`blocks.residual_layer` / `blocks.transformer_layer`). The kernels are imported from their one place, and the atlas, the
+(`blocks.residual_layer` / `blocks.transformer_layer`) and one RMSNorm (`core.rms_norm_ref`). The kernels are imported from their one place, and the atlas, the
 benchmark, the models and the decoder page are checked to run them rather than copies."""
 import ast, inspect, json
 from pathlib import Path
 import pytest
 import torch
-from conslaw_nb import core, blocks, attention, models, bench, atlas
+from conslaw_nb import core, blocks, attention, models, bench, atlas, zoo
 from conslaw_nb.core import causal_mask, sdpa_ref, random_params
 from conslaw_nb.blocks import apply_rope, gated_mlp, swiglu_mlp, residual_layer, transformer_layer, transformer_layer_shapes
 
@@ -46,11 +46,12 @@ def test_kernels_imported_from_one_place():
     "The other modules hold the one definitions, not copies"
     assert blocks.causal_mask is core.causal_mask and blocks.sdpa_ref is core.sdpa_ref and atlas.causal_mask is core.causal_mask
     assert atlas.gated_mlp is blocks.gated_mlp and atlas.transformer_layer is blocks.transformer_layer
-    assert models.residual_layer is blocks.residual_layer and attention.blocks is blocks and bench.blocks is blocks
-    for m in (blocks, attention, models, bench, atlas):                 # no mask, softmax or norm written out again
+    assert models.residual_layer is blocks.residual_layer and attention.blocks is blocks and zoo.blocks is blocks
+    assert bench.decoder_layer_case is zoo.decoder_layer_case
+    for m in (blocks, attention, models, bench, zoo, atlas):            # no mask, softmax or norm written out again
         src = inspect.getsource(m)
         for copy in ('.tril(', '.triu(', '.softmax(', 'rsqrt('):
-            assert copy not in src or (m is blocks and copy == 'rsqrt(' and src.count(copy) == 1), (m.__name__, copy)
+            assert copy not in src, (m.__name__, copy)
     assert 'blocks.transformer_layer(' in inspect.getsource(bench.decoder_layer_case)
     assert 'residual_layer(' in inspect.getsource(models.Block.forward)
     assert 'transformer_layer(' in inspect.getsource(atlas.decoder_layer)
@@ -124,7 +125,7 @@ def test_decoder_page_uses_the_one_layer():
 
 # Issue 38, item 2 continued: one Gaussian initialiser, one MoE, the atlas on the one attention and RMSNorm, public seams.
 KERNELS = {'causal_mask': 'core', 'sdpa_ref': 'core', 'gaussian_weight': 'core', '_draw': 'core', 'apply_rope': 'blocks',
-           'rope_angles': 'blocks', 'rms_norm': 'blocks', '_heads': 'blocks', 'attention': 'blocks', 'gated_mlp': 'blocks',
+           'rope_angles': 'blocks', 'rms_norm_ref': 'core', 'layer_norm_ref': 'core', 'rms_norm': None, '_heads': 'blocks', 'attention': 'blocks', 'gated_mlp': 'blocks',
            'swiglu_mlp': 'blocks', 'moe_gates': 'blocks', 'moe_mlp': 'blocks', 'residual_layer': 'blocks', 'transformer_layer': 'blocks',
            'check_pairs': 'blocks', '_init_linear': 'blocks', 'is_hf_mlp': 'ffn', '_merge': None, '_init_weight': None}   # None: gone
 
@@ -147,7 +148,7 @@ def test_modules_share_the_one_objects():
             (moe.is_hf_mlp, ffn.is_hf_mlp), (moe.MOE_GATES, blocks.MOE_GATES), (attention.check_pairs, blocks.check_pairs),
             (blocks.gaussian_weight, core.gaussian_weight), (ffn.gaussian_weight, core.gaussian_weight), (ffn.swiglu_mlp, blocks.swiglu_mlp),
             (models.RMSNorm, blocks.RMSNorm), (models.Attention, blocks.Attention), (models.SwiGLU, blocks.SwiGLU), (models.MoE, blocks.MoE),
-            (bench.blocks, blocks)]
+            (zoo.blocks, blocks)]
     for a, b in same: assert a is b, (a, b)
     for m in (atlas, moe, ffn, models):                               # no initialiser, head split or RMSNorm written out again
         src = inspect.getsource(m)
@@ -201,3 +202,19 @@ def test_linear_attention_runs_blocks_attention(monkeypatch):
     pq = {**pa, 'V': pa['V'][..., :2], 'O': pa['O'][..., :2], 'q_norm': torch.randn(2, generator=g, **f64), 'k_norm': torch.randn(2, generator=g, **f64)}
     calls.clear(); atlas.qk_norm_attention(pq, X); assert calls == [False, 'rms_norm', 'rms_norm']
     with pytest.raises(ValueError, match='`kernel` replaces the softmax'): attention.mha(pa, X, causal=True, kernel=lambda q, k, v: v)
+
+
+def test_one_rms_norm():
+    "One RMSNorm kernel, `core.rms_norm_ref`: `blocks.normalize` and `blocks.RMSNorm` run it, and no other module computes x·rsqrt(mean(x²))"
+    import re
+    assert blocks.rms_norm_ref is core.rms_norm_ref and not hasattr(blocks, 'rms_norm')
+    assert 'rms_norm_ref(' in inspect.getsource(blocks.normalize) and 'rms_norm_ref(' in inspect.getsource(blocks.RMSNorm.forward)
+    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+        if py.stem in ('core', '_modidx'): continue
+        src = py.read_text()
+        for pat in (r'torch\.rsqrt\(', r'\.pow\(2\)\.mean\(', r'\*\*\s*2\)\.mean\(.*sqrt', r'F\.rms_norm\('):
+            assert not re.search(pat, src), (py.name, pat)
+    x, g = torch.randn(3, 5, 8, generator=gen(12), **f64), torch.randn(8, generator=gen(13), **f64)
+    m = blocks.RMSNorm(8, eps=1e-6, **f64)
+    with torch.no_grad(): m.weight.copy_(g)
+    for y in (blocks.normalize(x, g), m(x)): assert torch.equal(y, core.rms_norm_ref(x, 8, g, 1e-6))

@@ -3,7 +3,8 @@ counted as they are or through `adapters.adapt`, at two sizes, with the laws the
 import pytest, torch
 from torch import nn
 from conslaw_nb.pde import count_laws, check_laws
-from conslaw_nb.adapters import adapt, module_zoo, init_generic, NotStated
+from conslaw_nb.adapters import adapt, init_generic, NotStated
+from conslaw_nb.zoo import module_zoo
 from conslaw_nb.discovery import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
 
 transformers = pytest.importorskip('transformers')
