@@ -8,7 +8,7 @@ __all__ = ['MODEL_TYPES', 'CONFIGS', 'CHECK_MAX_PARAMS', 'Family', 'sizes_of', '
            'whole_law']
 
 # %% ../nbs/21_census.ipynb #1a8dc08a
-import itertools, json, math, os, random, time, warnings
+import json, math, os, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -19,13 +19,13 @@ from torch.func import functional_call
 import conslaw_nb
 from .core import random_params, atomic_write
 from .pde import count_laws
-from .adapters import Call, adapt, capture_calls, NotStated
+from .adapters import adapt, NotStated
 from .readers import float64_buffers, batched_experts
 from .discovery import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates,
                                   NOT_LAYOUT)
 from .carry import template_expr
-from .formulas import (infer_count_formula, fit_count_formula, formula_domain, CountFormula, PolyFit, Domain, count_at,
-                                 build_at, fit_verdict, format_sizes)
+from .formulas import (infer_count_formula, infer_parts_formula, fit_count_formula, formula_domain, Domain,
+                                 format_sizes)
 
 # %% ../nbs/21_census.ipynb #9a7191b9
 @dataclass
@@ -170,9 +170,13 @@ def block_groups(model_type:str, cfg:dict)->list:
 _SMALL = dict(d=4, H=2, H_kv=1, d_k=2, d_ff=3, d_e=2, E=4, k=2, S=1, r_q=2, r_kv=2, d_nope=2, d_rope=2, d_v=2)  # sizes a twin keeps
 _TWIN_FIXED = {'vit': dict(image_size=4, patch_size=2, num_channels=1), 'gpt2': dict(n_positions=8), 'bert': dict(max_position_embeddings=8)}
 _NO_ROPE = ('gpt2', 'bert', 'vit')
+_TWIN_GROUPS = 2      # group-limited routing (DeepSeek-V3) on twins: its smallest case, 2 groups of experts with 1 chosen
 
-def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int)->dict:
-    "The config overrides of a twin: the sizes `sizes` (others small), layers 0..idx, a small vocabulary, a window of 2 where one slides"
+def _twin_groups(cfg:dict)->int: return _TWIN_GROUPS if (cfg.get('n_group') or 1) > 1 else 1
+
+def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int, *, own_groups:bool=False)->dict:
+    """The config overrides of a twin: the sizes `sizes` (others small), layers 0..idx, a small vocabulary, a window of 2 where one
+    slides, and group-limited routing over 2 groups with 1 chosen (`own_groups`: the config's own n_group and topk_group)"""
     fam, s = MODEL_TYPES[model_type], _SMALL | sizes
     if 'G' in sizes: s['H'] = sizes['G']*s['H_kv']            # query heads per key/value head, times the key/value heads
     if not fam.head_dim:                                   # the head size is d/H: d follows the heads, or the heads follow d
@@ -183,13 +187,16 @@ def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int)->dict:
     lost = {k: v for k, v in sizes.items() if s[k] != v}
     if lost: raise ValueError(f"{model_type}: a twin cannot have the sizes {lost} (heads and widths do not fit together)")
     over = {fam.keys[k]: v for k, v in s.items() if k in fam.keys and k not in ('L', 'V') and not (k == 'd_k' and not fam.head_dim)}
-    if 'E' in fam.keys and cfg.get('n_group'): over |= dict(n_group=cfg['n_group'])
+    if 'E' in fam.keys and cfg.get('n_group'):
+        own = own_groups or cfg['n_group'] == 1
+        over |= dict(n_group=cfg['n_group'], topk_group=cfg.get('topk_group', 1)) if own else dict(n_group=_TWIN_GROUPS, topk_group=1)
     over[fam.keys.get('L', 'num_hidden_layers')] = idx + 1
     over['vocab_size'] = 16
     if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
     if cfg.get('sliding_window'): over['sliding_window'] = 2
     return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over | _TWIN_FIXED.get(model_type, {})
 
+# %% ../nbs/21_census.ipynb #c3a1b001
 def _twin_block(model_type:str, cfg:dict, group:BlockGroup, sizes:dict, seq_len:int=4, config:dict=None)->tuple:
     "(block, Call) of the group's block in a twin: same class and layout, sizes `sizes` (or the whole `config`), float64 at a generic point"
     with warnings.catch_warnings():
@@ -201,9 +208,9 @@ def _twin_block(model_type:str, cfg:dict, group:BlockGroup, sizes:dict, seq_len:
         raise ValueError(f"the twin at {sizes} has no {group.cls} at {group.path}")
     return m, block_call(model, group.path, m, group.kind, seq_len)
 
-def _twin_model(model_type, cfg, group, sizes, stated:dict):
+def _twin_model(model_type, cfg, group, sizes, stated:dict, config:dict=None):
     "infer_count_formula's build: the twin block as f(params, x), its shapes and inputs; its stated count goes into `stated`"
-    m, call = _twin_block(model_type, cfg, group, sizes)
+    m, call = _twin_block(model_type, cfg, group, sizes, config=config)
     bufs = float64_buffers(m)
     def f(p, x):
         with batched_experts(m): return call(m, {**bufs, **p}, x)
@@ -234,12 +241,13 @@ def _mla_grids()->tuple:
            b | dict(d_rope=[2, 6], d=[2, 4])]                     # r_kv + d_rope above the width
     return fit, dom, _MLA_PARTS
 
+# %% ../nbs/21_census.ipynb #c3a1b011
 def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
     "(fit grid, domain grid, parts) of a block: small sizes inside the domain to fit, then sizes across the boundaries (d small, heads wide)"
     fam, vs = MODEL_TYPES[model_type], _vars(model_type, group)
     if group.kind == 'attention' and 'd_nope' in fam.keys: return _mla_grids()
     even = model_type not in _NO_ROPE
-    ng = cfg.get('n_group') or 1
+    ng = _twin_groups(cfg)
     fit = dict(G=[1, 2], H=[1, 2, 3], H_kv=[1, 2], d_k=[2, 4, 6] if even else [2, 3, 4], d=[4, 8], d_ff=[1, 2, 3, 4],
                d_e=[1, 2], E=[4*ng, 5*ng], k=[2, 3], S=[1, 2], r_q=[2, 3], r_kv=[2, 3], d_nope=[2, 4], d_rope=[2, 4], d_v=[1, 2, 3])
     dom = dict(fit, d_k=([2, 4, 6, 8, 10, 12] if fam.head_dim else [2, 4, 6, 8]) if even else [1, 2, 3, 4, 5], d=[4, 8],
@@ -248,46 +256,15 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
     if group.layer_norm:                          # a LayerNorm over d in the block: the fit keeps d >= 3, the domain crosses d <= 2
         if group.kind == 'mlp': fit['d'], dom['d'] = [3, 4], [1, 2, 3, 4]
         elif not fam.head_dim: fit['d_k'] = [3, 4, 5]
-    return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}, (vs,)
+    parts = (vs,)
+    if group.moe and ng > 1:      # group-limited routing: the twins keep d >= E, so that the router reaches every expert; the
+        fit |= dict(d=[8, 10], E=[6, 8])      # domain crosses d < E; the sizes fitted in three parts, confirmed where all change
+        dom |= dict(d=[2, 4, 8], d_e=[1], E=[4, 8, 12], k=[1, 2], S=[1])
+        parts = tuple(p for p in (('d_e', 'E', 'S'), ('d',), ('k',)) if set(p) <= set(vs))
+    return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}, parts
 
 _MAX_POINTS = 64      # largest fit grid of a block (counts): past it the census says so instead of fitting
 _QUIET = dict(progress=False)   # no progress bar from the engine's counts of twins
-
-# %% ../nbs/21_census.ipynb #a1c0f3e2
-def _parts_fit(build, fit:dict, dom, parts:tuple, seeds=(0,), n_held:int=5)->CountFormula:
-    """A count formula in many sizes from a bounded number of twins: per part (sizes that may interact) the exact polynomial on a product
-    grid through a base point, the parts summed; confirmed at held-out twins that change every size at once, then its domain searched"""
-    t0, names = time.perf_counter(), tuple(fit)
-    base = {k: v[len(v)//2] for k, v in fit.items()}
-    pts = list(dict.fromkeys(tuple((base | dict(zip(p, c)))[k] for k in names) for p in parts
-                             for c in itertools.product(*(fit[k] for k in p))))
-    rnd, held = random.Random(0), [tuple(max(fit[k]) for k in names), tuple(min(fit[k]) for k in names)]
-    while len(held) < n_held: held.append(tuple(rnd.choice(fit[k]) for k in names))
-    held = [h for h in dict.fromkeys(held) if h not in pts]
-    rows = [count_at(build_at(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, _QUIET, None)
-            for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]]
-    ok = {tuple(r['sizes'].values()): r['counts'][0] for r in rows if r['role'] == 'fit' and r['status'] == 'ok'}
-    bkey = tuple(base.values())
-    expr, deg, slack, why = (sp.Integer(ok[bkey]) if bkey in ok else None), 0, 0, '' if bkey in ok else 'the base twin is not decided'
-    for p in parts:
-        if expr is None: break
-        on = [s for s in ok if all(s[i] == base[k] for i, k in enumerate(names) if k not in p)]
-        pf = fit_count_formula([tuple(s[names.index(k)] for k in p) for s in on], [ok[s] for s in on], p)
-        if pf.expr is None: expr, why = None, f"part {', '.join(p)}: {pf.reason}"; break
-        expr += pf.expr - pf.expr.subs({sp.Symbol(k, positive=True, integer=True): base[k] for k in p})
-        deg, slack = max(deg, pf.degree), slack + pf.slack
-    pf = PolyFit(None if expr is None else sp.factor(sp.expand(expr)), deg if expr is not None else None, 0, slack, why)
-    out = CountFormula(names, pf.expr, '', '', rows, pf.degree, slack)
-    for r in rows:
-        r['predicted'] = out.predict(**r['sizes'])
-        r['match'] = None if r['predicted'] is None or r['status'] != 'ok' else r['predicted'] == r['counts'][0]
-    out.verdict, out.reason = fit_verdict(pf, rows)
-    if out.verdict == 'confirmed':
-        out.reason = (f"sum over {len(parts)} parts ({'; '.join(', '.join(p) for p in parts)}), each fitted on a product grid through "
-                      f"{format_sizes(base)}; " + out.reason + " (each changes every size at once)")
-        out.domain = formula_domain(build, out, dom, seeds=seeds, count_kw=_QUIET)
-    out.seconds = time.perf_counter() - t0
-    return out
 
 # %% ../nbs/21_census.ipynb #fc731fc1
 @dataclass
@@ -401,6 +378,42 @@ def _carried_words(model_type:str, cfg:dict, group:BlockGroup)->Optional[list]:
 def _subs(expr, sizes:dict)->int:
     return int(expr.subs({s: sizes[s.name] for s in expr.free_symbols}))
 
+def _own_grouping(model_type:str, cfg:dict, group:BlockGroup, law:BlockLaw)->BlockLaw:
+    """A group-limited MoE's formula, fitted on twins with 2 groups (1 chosen), at the config's own grouping: one twin keeps its
+    n_group and topk_group, with d = E = 2·n_group so that the router reaches every expert (E generic rows in d = E dimensions:
+    each expert is the top score for some input), and its engine count must equal the formula; else no formula"""
+    ng, s = cfg['n_group'], {k: v for k, v in dict(d=2*cfg['n_group'], d_e=1, E=2*cfg['n_group'], k=2, S=1).items() if k in law.names}
+    f, shapes, inputs = _twin_model(model_type, cfg, group, s, {}, config=_twin_config(model_type, cfg, s, group.layers[0], own_groups=True))
+    c, want = count_laws(f, random_params(shapes, torch.Generator().manual_seed(0)), inputs, **_QUIET), _subs(law.expr, s)
+    said = (f"twins route over {_TWIN_GROUPS} groups with 1 chosen; at the config's own grouping ({ng} groups, {cfg.get('topk_group')} "
+            f"chosen) a twin with {', '.join(f'{k} = {v}' for k, v in s.items())} counts {c.n_laws} ({c.status}), the formula {want}")
+    if c.status == 'ok' and c.n_laws == want: law.reason += '; ' + said; return law
+    return BlockLaw(model_type, group.cls, group.layer_kind, law.names, None, None, 'none', f"not established: {said}", [], law.fit)
+
+# %% ../nbs/21_census.ipynb #c3a1b006
+def _refused(model_type:str, group:BlockGroup, names:tuple, why:str, fit=None)->BlockLaw:
+    return BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', why, [], fit)
+
+def _established(model_type:str, cfg:dict, group:BlockGroup, r, stated:dict, parts:tuple, small:dict)->BlockLaw:
+    """A confirmed fit `r` with a domain as a `BlockLaw`: 'stated' where adapt's theory gives every twin's count (and, fitted in one
+    part, the same formula), else 'inferred'; its laws in words; a group-limited MoE checked at its own grouping"""
+    names, st = tuple(small), [stated.get(tuple(x['sizes'].items())) for x in r.rows]
+    same = None not in st and all(a == x['counts'][0] for a, x in zip(st, r.rows))
+    sf = fit_count_formula([tuple(x['sizes'].values()) for x in r.rows], st, names) if same and len(parts) == 1 else None
+    is_stated = same and (len(parts) > 1 or sf.expr is not None and sp.simplify(sf.expr - r.expr) == 0)
+    roles = [x['role'] for x in r.rows]
+    how = (f"engine counts on {roles.count('fit')} twins fitted, {roles.count('held out')} held out confirm it; domain from "
+           f"{len(r.domain.rows)} twins across the boundaries" + (f" ({r.reason})" if len(parts) > 1 else ''))
+    if is_stated:
+        m, call = _twin_block(model_type, cfg, group, small)
+        words, prov, how = _stated_words(adapt(m, check=False, call=call)), 'stated', "adapt's theory at every twin, equal to the " + how
+    else:
+        words, prov = _carried_words(model_type, cfg, group), 'inferred'
+        words = words or _found_words(*_twin_model(model_type, cfg, group, small, {}), small)
+    out = BlockLaw(model_type, group.cls, group.layer_kind, names, r.expr, r.domain, prov, how, words, r)
+    return _own_grouping(model_type, cfg, group, out) if group.moe and _twin_groups(cfg) > 1 else out
+
+# %% ../nbs/21_census.ipynb #c3a1b007
 def block_law(
     model_type:str,         # a key of MODEL_TYPES
     cfg:dict,               # the model's config (a dict)
@@ -415,42 +428,18 @@ def block_law(
     t0, (fit, dom, parts) = time.perf_counter(), _grids(model_type, cfg, group)
     names = tuple(fit)
     n = sum(math.prod(len(fit[k]) for k in p) for p in parts)
-    if group.moe and (cfg.get('n_group') or 1) > 1:
-        out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established: its routing is group-limited "
-                       f"({cfg['n_group']} groups, two experts per group at least, so E >= {2*cfg['n_group']} on every twin), and a twin's "
-                       "count is generic only where the router's width reaches every expert (d of the order of E): below, experts no input "
-                       "is routed to count as free and the count depends on θ; at that width one twin takes about a minute, past the "
-                       "census's time. Count a twin with `law_blocks(tiny_transformer(...))`", [])
-        _FORMULAS[key] = _remember(key, out, cache); return out
-    if n > _MAX_POINTS:
-        out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established: its count may depend on "
-                       f"{len(names)} sizes ({', '.join(names)}), a fit grid of {n} twins (the census fits at most {_MAX_POINTS}); count a "
-                       "twin with `law_blocks(tiny_transformer(...))` or `adapt_found(block)`", [])
-        _FORMULAS[key] = _remember(key, out, cache); return out
-    stated = {}
-    build = lambda **s: _twin_model(model_type, cfg, group, s, stated)
-    if len(parts) > 1: r = _parts_fit(build, fit, dom, parts, seeds)
+    stated, build = {}, lambda **s: _twin_model(model_type, cfg, group, s, stated)
+    if n > _MAX_POINTS: r = None
+    elif len(parts) > 1: r = infer_parts_formula(build, fit, dom, parts, seeds, count_kw=_QUIET)
     else: r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET)
-    small = {k: v[0] if len(parts) == 1 else v[len(v)//2] for k, v in fit.items()}
-    f, shapes, inputs = build(**small)
-    if r.verdict != 'confirmed' or r.domain is None or r.domain.inequalities is None:
-
+    if r is None:
+        out = _refused(model_type, group, names, f"not established: its count may depend on {len(names)} sizes ({', '.join(names)}), "
+                       f"a fit grid of {n} twins (the census fits at most {_MAX_POINTS}); count a twin with "
+                       "`law_blocks(tiny_transformer(...))` or `adapt_found(block)`")
+    elif r.verdict != 'confirmed' or r.domain is None or r.domain.inequalities is None:
         why = r.reason if r.verdict != 'confirmed' else f"no domain found: {r.domain.reason if r.domain else 'not searched'}"
-        out = BlockLaw(model_type, group.cls, group.layer_kind, names, None, None, 'none', f"not established ({r.verdict}): {why}", [], r)
-    else:
-        st = [stated.get(tuple(x['sizes'].items())) for x in r.rows]
-        same = None not in st and all(a == x['counts'][0] for a, x in zip(st, r.rows))
-        sf = fit_count_formula([tuple(x['sizes'].values()) for x in r.rows], st, names) if same and len(parts) == 1 else None
-        is_stated = same and (len(parts) > 1 or sf.expr is not None and sp.simplify(sf.expr - r.expr) == 0)
-        roles = [x['role'] for x in r.rows]
-        how = (f"engine counts on {roles.count('fit')} twins fitted, {roles.count('held out')} held out confirm it; domain from "
-               f"{len(r.domain.rows)} twins across the boundaries" + (f" ({r.reason})" if len(parts) > 1 else ''))
-        if is_stated:
-            m, call = _twin_block(model_type, cfg, group, small)
-            words, prov = _stated_words(adapt(m, check=False, call=call)), 'stated'
-            how = "adapt's theory at every twin, equal to the " + how
-        else: words, prov = _carried_words(model_type, cfg, group) or _found_words(f, shapes, inputs, small), 'inferred'
-        out = BlockLaw(model_type, group.cls, group.layer_kind, names, r.expr, r.domain, prov, how, words, r)
+        out = _refused(model_type, group, names, f"not established ({r.verdict}): {why}", r)
+    else: out = _established(model_type, cfg, group, r, stated, parts, {k: v[0] if len(parts) == 1 else v[len(v)//2] for k, v in fit.items()})
     out.seconds = time.perf_counter() - t0
     _FORMULAS[key] = _remember(key, out, cache)
     return out

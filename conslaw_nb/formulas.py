@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = ['PolyFit', 'fit_count_formula', 'CountFormula', 'check_seeds', 'format_sizes', 'build_at', 'count_at', 'fit_verdict',
            'infer_count_formula', 'size_symbols', 'inequality_holds', 'Domain', 'counts_text', 'check_grid',
-           'formula_domain']
+           'formula_domain', 'infer_parts_formula']
 
 # %% ../nbs/19b_formulas.ipynb #f0a1c003
-import functools, inspect, itertools, math, operator, time
+import functools, inspect, itertools, math, operator, random, time
 from dataclasses import dataclass
 from typing import Optional
 import numpy as np
@@ -513,3 +513,59 @@ def formula_domain(
     assert ineq is None or not any(r['inside'] for r in rows if r['verdict'] == 'fails'), 'a failing point inside the domain'
     dom.reason, dom.seconds = _domain_reason(ineq, why, rows), time.perf_counter() - t0
     return dom
+
+# %% ../nbs/19b_formulas.ipynb #f0a1c104
+def _parts_points(fit:dict, parts:tuple, n_held:int)->tuple:
+    """(base, fitted points, held-out points) of `infer_parts_formula`: each part's product grid through the base (the middle
+    values), and `n_held` points off them (the largest, the smallest, then random points of the product grid)"""
+    names, base = tuple(fit), {k: v[len(v)//2] for k, v in fit.items()}
+    pts = list(dict.fromkeys(tuple((base | dict(zip(p, c)))[k] for k in names) for p in parts
+                             for c in itertools.product(*(fit[k] for k in p))))
+    held, rnd = [h for h in dict.fromkeys([tuple(max(fit[k]) for k in names), tuple(min(fit[k]) for k in names)]) if h not in pts], random.Random(0)
+    for _ in range(100*n_held):                      # random points of the product grid until n_held, or the grid has no more
+        if len(held) >= n_held: break
+        h = tuple(rnd.choice(fit[k]) for k in names)
+        if h not in pts and h not in held: held.append(h)
+    return base, pts, held
+
+def _parts_expr(names:tuple, base:dict, parts:tuple, ok:dict)->PolyFit:
+    "The sum over `parts` of each part's exact polynomial on its grid through `base`, from the decided counts `ok` (size tuple -> count)"
+    bkey = tuple(base.values())
+    if bkey not in ok: return PolyFit(None, None, 0, 0, 'the base twin is not decided')
+    expr, deg, slack = sp.Integer(ok[bkey]), 0, 0
+    for p in parts:
+        on = [s for s in ok if all(s[i] == base[k] for i, k in enumerate(names) if k not in p)]
+        pf = fit_count_formula([tuple(s[names.index(k)] for k in p) for s in on], [ok[s] for s in on], p)
+        if pf.expr is None: return PolyFit(None, None, 0, slack, f"part {', '.join(p)}: {pf.reason}")
+        expr += pf.expr - pf.expr.subs({sp.Symbol(k, positive=True, integer=True): base[k] for k in p})
+        deg, slack = max(deg, pf.degree), slack + pf.slack
+    return PolyFit(sp.factor(sp.expand(expr)), deg, 0, slack, '')
+
+# %% ../nbs/19b_formulas.ipynb #f0a1c102
+def infer_parts_formula(
+    build,                  # build(**sizes) -> (f, shapes, sample_inputs), as for `infer_count_formula`
+    fit:dict,               # size name -> the values fitted (each part's product grid runs through the middle values)
+    domain,                 # a grid crossing the sizes' boundaries (`formula_domain`), searched once the formula is confirmed
+    parts:tuple,            # tuples of size names that may interact, e.g. (('H', 'd_k'), ('d',)): the formula is their sum
+    seeds=(0,),             # random points θ per size point
+    n_held:int=5,           # held-out twins (the largest, the smallest, then random ones), where the grid has that many
+    count_kw:dict=None,     # extra `count_laws` keyword arguments
+)->CountFormula:
+    """A count formula in many sizes from a bounded number of twins: per part (sizes that may interact) the exact polynomial on a product
+    grid through a base point, the parts summed; confirmed at held-out twins that change every size at once, then its domain searched"""
+    t0, names = time.perf_counter(), tuple(fit)
+    base, pts, held = _parts_points(fit, parts, n_held)
+    rows = [count_at(build_at(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, count_kw or {}, None)
+            for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]]
+    pf = _parts_expr(names, base, parts, {tuple(r['sizes'].values()): r['counts'][0] for r in rows if r['role'] == 'fit' and r['status'] == 'ok'})
+    out = CountFormula(names, pf.expr, '', '', rows, pf.degree, pf.slack)
+    for r in rows:
+        r['predicted'] = out.predict(**r['sizes'])
+        r['match'] = None if r['predicted'] is None or r['status'] != 'ok' else r['predicted'] == r['counts'][0]
+    out.verdict, out.reason = fit_verdict(pf, rows)
+    if out.verdict == 'confirmed':
+        out.reason = (f"sum over {len(parts)} parts ({'; '.join(', '.join(p) for p in parts)}), each fitted on a product grid through "
+                      f"{format_sizes(base)}; " + out.reason + " (each changes every size at once)")
+        out.domain = formula_domain(build, out, domain, seeds=seeds, count_kw=count_kw)
+    out.seconds = time.perf_counter() - t0
+    return out

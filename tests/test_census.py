@@ -81,14 +81,27 @@ def test_whole_model_held_out(llama):
 
 
 def test_mla_boundary_right_or_refused():
-    "(H, r, dk, d) = (1, 5, 1, 2) is outside the MLA formula's domain: the engine's 16, never the formula's 17; DeepSeek-V3's MLA gets no number"
+    "(H, r, dk, d) = (1, 5, 1, 2) is outside the MLA formula's domain: the engine's 16, never the formula's 17"
     a = atlas_count('mla', {'H': 1, 'r': 5, 'dk': 1, 'd': 2})
     assert a.source == 'engine' and a.count == 16
+
+
+def test_deepseek_group_limited_moe_formula():
+    """DeepSeek-V3's MoE (routing limited to 4 of 8 groups): a formula from twins that route over 2 groups, whose value at a twin no fit,
+    domain or grouping check used equals the engine's count and one law per expert unit, (E + S)·d_e; inside its domain at the config"""
+    from conslaw_nb.census import block_groups, block_law, _twin_model, sizes_of
     mt, cfg, _ = _load(published()['deepseek-v3'])
-    from conslaw_nb.census import block_groups, block_law
     g = block_groups(mt, cfg)[-1]
     l = block_law(mt, cfg, g)
-    assert g.cls == 'DeepseekV3MoE' and l.expr is None and 'group-limited' in l.reason and 'θ' in l.reason   # refused before any count
+    assert g.cls == 'DeepseekV3MoE' and l.expr is not None and l.fit.verdict == 'confirmed', l.reason
+    assert "config's own grouping (8 groups, 4 chosen)" in l.reason
+    s = dict(d=9, d_e=1, E=8, k=3, S=2)
+    assert s not in [r['sizes'] for r in l.fit.rows + l.domain.rows]
+    f, shapes, inputs = _twin_model(mt, cfg, g, s, {})
+    n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(5)), inputs, seed=5)
+    assert n.status == 'ok' and n.n_laws == l.fit.predict(**s) == (8 + 2)*1
+    real = {k: sizes_of(mt, cfg)[k] for k in l.names}
+    assert l.domain.contains(**real) and l.fit.predict(**real) == (256 + 1)*2048 == 526336
 
 
 @pytest.mark.parametrize('bad, says', [

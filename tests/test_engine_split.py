@@ -106,3 +106,13 @@ def test_no_private_name_crosses_the_engine():
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                 bad = [a.name for a in node.names if a.name.startswith('_') and not a.name.startswith('__')]
                 assert not bad, f"conslaw_nb/{m}.py imports {bad} from .{node.module}"
+
+def test_no_module_of_the_package_passes_700_lines_or_8_positional_parameters():
+    "The done-when of the layout issue, for every module (the generated index aside), not only the engine's"
+    for p in sorted((ROOT/'conslaw_nb').glob('*.py')):
+        if p.name == '_modidx.py': continue
+        src = p.read_text()
+        assert src.count('\n') <= 700, f"conslaw_nb/{p.name} has {src.count(chr(10))} lines: split a concept into its own notebook"
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert len(node.args.posonlyargs) + len(node.args.args) <= 8, f"{p.name}: {node.name} takes more than 8 positional parameters"
