@@ -23,7 +23,8 @@ def t975(df:int)->float:
     return _T975[df - 1] if df <= 30 else 1.960 + 2.4 / df
 
 def ols_slope(
-    x, y,                # the points
+    x,                   # the points' abscissae
+    y,                   # and ordinates
     groups=None,         # the group of each point (one intercept per group, e.g. per seed); None: one group
 )->dict:
     "Least-squares slope of y on x (one intercept per group, e.g. per seed) with its standard error and 95% interval"
@@ -44,7 +45,9 @@ def ols_slope(
 N_BOOT = 1000   # bootstrap resamples of the seeds
 
 def bootstrap_slope(
-    x, y, groups,             # points and the seed of each
+    x,                        # the points' abscissae
+    y,                        # and ordinates
+    groups,                   # the seed of each point
     n_boot:int=N_BOOT,        # resamples
     seed:int=0,               # of the resampling generator (the interval is reproducible)
     level:float=0.95,         # the interval's coverage

@@ -219,7 +219,11 @@ def _class_values(P:Tensor, kind:str, idx:Tensor, gram:bool)->tuple:
     n = 1 if kind == 'lin' else P.shape[1] if kind == 'rowsum' else P.shape[0]
     return V.sum(1), torch.full_like(V, float(n))
 
-def family_values(f:Fam, P:dict, norms:bool=True)->tuple:
+def family_values(
+    f:Fam,               # the law family
+    P:dict,              # the parameters where its laws are evaluated
+    norms:bool=True,     # also the norms of the laws' gradients (False: the values only, and None)
+)->tuple:
     """(values, norms of their gradients) of family f's laws at parameters P: (G, w(w+1)/2) for 'sym', (G, w) for 'diag';
     `norms=False` (a monitor's step): the values only, and None"""
     dev = next(iter(P.values())).device

@@ -492,7 +492,8 @@ def _real_config(model_type:str, cfg:dict, idx:int)->dict:
     return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over
 
 def check_block(
-    model_type:str, cfg:dict,     # the config, as `_load` reads it
+    model_type:str,               # the config's model_type
+    cfg:dict,                     # the config, as `_load` reads it
     group:BlockGroup,             # the block (`block_groups`)
     max_params:int=CHECK_MAX_PARAMS,  # past it: not built, and said so
 )->tuple:                         # (what was checked, in words; the largest relative ⟨∇h, ∇ℓ⟩, or None)
@@ -633,7 +634,11 @@ def _whole_grids(fam, fixed:dict, d_free:bool)->tuple:
     return fit, dom
 
 # %% ../nbs/21_census.ipynb #b7d2e9c4
-def whole_law(model_type:str, cfg:dict, seeds=(0,))->WholeLaw:
+def whole_law(
+    model_type:str,         # a key of MODEL_TYPES whose family is measured whole (`Family.whole`)
+    cfg:dict,               # the model's config (a dict)
+    seeds=(0,),             # random points θ per whole twin
+)->WholeLaw:
     "Count whole causal-LM twins at L = 1, 2, 3 layers (L = 3 held out), subtract L times the blocks' laws, and search the domain"
     key = (model_type, _layout_key(model_type, cfg))
     if key in _WHOLE: return _WHOLE[key]

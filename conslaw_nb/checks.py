@@ -35,7 +35,12 @@ def law_fn(h, flat):
     hv.of, hv.norms = of, getattr(h, 'grad_norms', None)
     return hv
 
-def law_gradients(h, params, dtype=torch.float64, device=None):
+def law_gradients(
+    h,                     # candidate laws: `h(params)` -> tensor or dict of tensors
+    params,               # the point θ (dict)
+    dtype=torch.float64,   # the dtype they are computed in
+    device=None,           # and the device (None: the parameters')
+):
     "The gradients ∇h_j(θ) of every entry of `h(params)`, as an (L, D) matrix"
     _, params = as_functional(lambda p,x: x, params, dtype, device)
     flat = Flat(params)
@@ -323,7 +328,8 @@ def _vjp_on(hv, theta, flat, ts):
 
 # %% ../nbs/01d_checks.ipynb #3a901f19
 def law_norms(
-    hv, theta:Tensor,         # the flat law function (`law_fn`) and the point
+    hv,                       # the flat law function (`law_fn`)
+    theta:Tensor,             # the point, flat
     budget:int=_CHECK_BUDGET, # bytes per chunk
     flat:Flat=None,           # the parameters' layout: lets the second pass find each law's box (else one VJP per law left)
     seed:int=0,               # seeds the probes
@@ -449,7 +455,8 @@ def check_laws(
     *,
     n_samples:int=64,      # inputs drawn when `sample_inputs` is callable
     seed:int=0,            # seeds the inputs
-    dtype=torch.float64, device=None,
+    dtype=torch.float64,   # the dtype the check runs in
+    device=None,           # and the device (None: the parameters')
     exact:bool=True,       # evaluate the model under `exact_ops`
     method:str='auto',     # 'dense' (every ∇f_k(x) as a row), 'matrix_free' (random losses, VJPs/JVPs in chunks), or 'auto' (by memory)
     n_dirs:int=8,          # matrix-free: random losses Σ_x u_x·f(θ; x) checked against (each law must be orthogonal to every one)
@@ -494,7 +501,8 @@ def check_laws(
 def laws_rank(
     h,                   # candidate laws: `h(params)` -> tensor or dict of tensors
     params:dict,         # the point θ
-    dtype=torch.float64, device=None,
+    dtype=torch.float64, # the dtype the gradients are computed in
+    device=None,         # and the device (None: the parameters')
     min_gap:float=None,  # passed to `rank_decision`
 )->RankDecision:
     "How many entries of `h` are functionally independent at `params`: the rank of their gradients, with its gap"

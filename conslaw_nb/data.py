@@ -31,7 +31,9 @@ class Corpus:
 def _words(text): return [w for line in text.split('\n') if line.strip() for w in line.split() + ['<eos>']]
 
 def corpus_from_text(
-    train:str, valid:str, test:str, # the raw text of each split, one sentence or paragraph per line
+    train:str,                      # the raw text of the training split, one sentence or paragraph per line
+    valid:str,                      # of the validation split
+    test:str,                       # of the test split
     max_vocab:int=None,             # keep the most frequent words of `train` (ties by first appearance); None keeps all
     source:str='text',              # a description kept in the result
 )->Corpus:

@@ -168,7 +168,12 @@ class _RunningQR:
             if sum(map(len, rows)) >= 2*self.R.shape[1] or i == n - 1: self.add(torch.cat(rows)); rows = []
 
 # %% ../nbs/09_lawsearch.ipynb #ba92ea7c
-def loss_directions(loss:str, K:int, dtype=torch.float64, device=None)->Optional[Tensor]:
+def loss_directions(
+    loss:str,              # 'any'/'mse' (every output direction) or 'ce' (the sum-zero logits)
+    K:int,                 # outputs of the model
+    dtype=torch.float64,   # the rows' dtype
+    device=None,           # and device
+)->Optional[Tensor]:
     "None under 'any'/'mse' (every output k), else (K−1, K) orthonormal rows spanning `output_projector('ce', K)`"
     return None if check_choice('loss', loss, LOSSES) != 'ce' else output_basis(loss, K, dtype, device)   # the engine's one basis
 
@@ -213,8 +218,20 @@ def _restrict(N:Tensor, M:Tensor, dtype):
     dec = rank_decision(sv, len(M), len(N), dtype=dtype, top=max(_norm2(M), float(sv.max()) if len(sv) else 0.))
     return Vh[dec.rank if dec.status == 'ok' else dec.best_guess:] @ N, dec
 
-def law_nullspace(fn, params:dict, ansatz:Ansatz, sample_inputs, *, seed:int=0, n_inputs:int=None,
-                  max_rounds:int=8, tol:float=None, dtype=torch.float64, loss:str='any', restrict:bool=True)->NullSpace:
+def law_nullspace(
+    fn,                    # the model `fn(params, x)`
+    params:dict,           # a point θ: the random points each round draws take its shapes
+    ansatz:Ansatz,         # the candidate functions of θ whose combinations may be laws
+    sample_inputs,         # callable (n, generator) -> n inputs, or a tensor of inputs
+    *,
+    seed:int=0,            # seeds the points and inputs
+    n_inputs:int=None,     # inputs per random point (None: ⌈D/K'⌉ + 2)
+    max_rounds:int=8,      # rounds of fresh points after the first decision
+    tol:float=None,        # largest residual of fresh rows on the null space that counts as none (None: `law_tol(dtype)`)
+    dtype=torch.float64,   # the dtype of the rows
+    loss:str='any',        # 'any'/'mse': every output direction; 'ce': the sum-zero logits only
+    restrict:bool=True,    # intersect the decided null space with each round's rows (False: decide again on all rows)
+)->NullSpace:
     """Null space of the map coefficients -> constraints, sampled over random θ and x until fresh points add nothing. Each round
     after the first intersects the decided null space with the new rows' (`restrict`); restrict=False decides again on all rows
     (one C × C SVD a round: the reference the benchmark compares with)"""
@@ -345,7 +362,7 @@ def _sparsest(picked:list, Z:Tensor, wt:Tensor, rounds:int=2)->list:
 
 def sparse_basis(
     V:Tensor,          # (n0, C) float64 basis of the null space of `ansatz`
-    ansatz:Ansatz,
+    ansatz:Ansatz,     # the candidate functions the coefficients refer to
     thetas:list,       # random points (flat θ) where "a function of the linear laws" is checked
 )->list:
     "Coefficient vectors of a sparse basis of the laws: quadratic laws modulo products of linear laws, then the linear laws"
@@ -357,7 +374,7 @@ def sparse_basis(
 # %% ../nbs/09_lawsearch.ipynb #7390ee18
 def independent_laws(
     coefs:list,        # coefficient vectors of candidate laws in `ansatz`
-    ansatz:Ansatz,
+    ansatz:Ansatz,     # the candidate functions the coefficients refer to
     theta:Tensor,      # a random point (flat θ) where the gradients are compared
 )->list:
     "Indices of the laws kept in turn while each one's gradient at `theta` is independent of those kept before"

@@ -51,7 +51,9 @@ class _PiecewiseProbe(TorchFunctionMode):
 
 # %% ../nbs/01b_regions.ipynb #456c615c
 def piecewise_ops(
-    fn, params:dict, x:Tensor,  # the model `fn(params, x)`, a point and one input
+    fn,                         # the model `fn(params, x)`
+    params:dict,                # a point θ
+    x:Tensor,                   # and one input
 )->tuple:                       # names of the non-analytic functions the model applies to x or θ (empty: analytic)
     "Which non-analytic operations (relu, abs, clamp, comparisons, topk, ...) the model applies to its inputs or weights"
     p = {k: v.detach().requires_grad_(v.is_floating_point()) for k, v in params.items()}

@@ -116,3 +116,20 @@ def test_no_module_of_the_package_passes_700_lines_or_8_positional_parameters():
         for node in ast.walk(ast.parse(src)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 assert len(node.args.posonlyargs) + len(node.args.args) <= 8, f"{p.name}: {node.name} takes more than 8 positional parameters"
+
+def test_public_functions_of_three_or_more_parameters_have_docments():
+    "Every public function with three parameters or more says what each is, in fastcore's docments (a comment beside it)"
+    import importlib
+    from fastcore.docments import docments
+    missing = []
+    for p in sorted((ROOT/'conslaw_nb').glob('*.py')):
+        if p.name.startswith('_'): continue
+        mod = importlib.import_module(f'conslaw_nb.{p.stem}')
+        for name in getattr(mod, '__all__', []):
+            fn = getattr(mod, name, None)
+            if not (inspect.isfunction(fn) and fn.__module__ == mod.__name__): continue
+            ps = [q for q in inspect.signature(fn).parameters.values() if q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)]
+            if len(ps) < 3: continue
+            d = docments(fn)
+            missing += [f"{p.stem}.{name}({q.name})" for q in ps if not d.get(q.name)]
+    assert not missing, "no docment for: " + ', '.join(missing)
