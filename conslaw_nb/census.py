@@ -388,7 +388,7 @@ def _own_grouping(model_type:str, cfg:dict, group:BlockGroup, law:BlockLaw)->Blo
     said = (f"twins route over {_TWIN_GROUPS} groups with 1 chosen; at the config's own grouping ({ng} groups, {cfg.get('topk_group')} "
             f"chosen) a twin with {', '.join(f'{k} = {v}' for k, v in s.items())} counts {c.n_laws} ({c.status}), the formula {want}")
     if c.status == 'ok' and c.n_laws == want: law.reason += '; ' + said; return law
-    return BlockLaw(model_type, group.cls, group.layer_kind, law.names, None, None, 'none', f"not established: {said}", [], law.fit)
+    return _refused(model_type, group, law.names, f"not established: {said}", law.fit)
 
 # %% ../nbs/21_census.ipynb #c3a1b006
 def _refused(model_type:str, group:BlockGroup, names:tuple, why:str, fit=None)->BlockLaw:

@@ -200,3 +200,14 @@ def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):
     assert [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in c.rows] == \
            [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in llama.rows]
     assert all(str(CE.formula_cache(tmp_path)) in r.law.reason for r in c.rows)
+
+
+def test_own_grouping_refuses_a_formula_the_config_grouping_misses():
+    "The check at DeepSeek-V3's own grouping (8 groups, 4 chosen) can fail: a formula one off the engine's 17 there gets no number"
+    import sympy as sp
+    from conslaw_nb.census import block_groups, BlockLaw, _own_grouping
+    mt, cfg, _ = _load(published()['deepseek-v3'])
+    g = block_groups(mt, cfg)[-1]
+    E, S, d_e = sp.symbols('E S d_e', positive=True, integer=True)
+    out = _own_grouping(mt, cfg, g, BlockLaw(mt, g.cls, g.layer_kind, ('d', 'd_e', 'E', 'k', 'S'), d_e*(E + S) + 1, None, 'inferred', '', []))
+    assert (out.expr, out.provenance) == (None, 'none') and 'counts 17 (ok), the formula 18' in out.reason, out.reason
