@@ -10,7 +10,7 @@ __all__ = ['LOSSES', 'jacobian_rows', 'bracket_terms', 'bracket_scale', 'bracket
 import math
 import torch
 from torch import Tensor
-from torch.func import jacrev, vmap, jvp, grad
+from torch.func import jacrev, vmap, jvp, vjp, grad
 from .core import flat_model, model_errors, fd_step, check_choice
 
 # %% ../nbs/01a_rows.ipynb #13c2ca81
@@ -46,21 +46,24 @@ def bracket_terms(
     return terms
 
 def _bracket_stack(fx, xs, ws, norms:bool=False):
-    """θ -> the same signed terms as `bracket_terms`, stacked (2^(d-1), D), one `jvp` per level for all of them; with
+    """θ -> the same signed terms as `bracket_terms`, stacked (2^(d-1), D), one level at a time by reverse mode alone; with
     `norms`, θ -> (terms, ‖Y_i‖ of the d fields they were built from, innermost first)"""
     d = len(xs)
     def field(i): return lambda th: grad(lambda t: (ws[i]*fx(t, xs[i])).sum())(th)
-    def level(inner, X):
+    def level(inner, X, one_field):
         def T(th):
-            Xth = X(th)
-            Z, DZ_X, n = jvp(inner, (th,), (Xth,), has_aux=True)       # every inner term and its derivative along X
-            DX_Z = vmap(lambda z: jvp(X, (th,), (z,))[1])(Z)           # DX·z for every inner term z
+            Xth, DX = vjp(X, th)                            # X is a gradient: its Jacobian is a Hessian, so DX·z = DXᵀz = DX(z)
+            Z, DZt, n = vjp(inner, th, has_aux=True)          # every inner term and u -> DZᵀu
+            if one_field: DZ_X = DZt(Xth[None])[0][None]     # the inner term is one field: symmetric too
+            else: DZ_X = vjp(lambda u: DZt(u)[0], torch.zeros_like(Z))[1](Xth)[0]   # u -> DZᵀu is linear: its vjp along X is DZ·X
+            DX_Z = vmap(lambda z: DX(z)[0])(Z)                # DX·z for every inner term z
             return torch.cat([DZ_X, -DX_Z]), torch.cat([n, Xth.norm()[None]])
         return T
     def T(th): Y = field(d-1)(th); return Y[None], Y.norm()[None]
-    for i in range(d-2, -1, -1): T = level(T, field(i))
+    for i in range(d-2, -1, -1): T = level(T, field(i), i == d-2)
     stack = T
     return stack if norms else (lambda th: stack(th)[0])
+
 
 # %% ../nbs/01a_rows.ipynb #945de1e4
 def bracket_scale(
