@@ -291,7 +291,8 @@ def cmd_census(args)->int:
                                         or Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'conslaw_nb')
     out = []
     for name, src in srcs:
-        c = CE.census(src, name=name, max_params=args.max_params, whole=args.whole, check=args.check, cache=cache, **_kv(args.set))
+        c = CE.census(src, name=name, max_params=args.max_params, whole=args.whole, check=args.check, cache=cache,
+                      workers=args.workers, **_kv(args.set))
         print(f"## {c.name}\n\n{c.markdown()}\n"); out.append(c.to_dict())
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str)); print(f"wrote {args.json}")
@@ -309,6 +310,7 @@ def _add_census(sub):
                    "weights) and check its laws there (a Llama-3-8B layer: about a minute and 8 GB)")
     c.add_argument('--cache', default=None, metavar='DIR', help="where the formulas established are kept for later runs (default "
                    "$CONSLAW_CACHE, else ~/.cache/conslaw_nb): a family's twins are counted once per version of the code")
+    c.add_argument('--workers', type=_at_least(1), default=None, help='processes that count twins (default: 2 where the machine has 2 cores)')
     c.add_argument('--no-cache', action='store_true', help='compute every formula afresh and keep none')
     c.add_argument('--json', default=None, metavar='PATH', help='write the census rows as JSON')
     c.set_defaults(func=cmd_census)

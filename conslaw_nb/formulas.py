@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['PolyFit', 'fit_count_formula', 'CountFormula', 'check_seeds', 'format_sizes', 'build_at', 'count_at', 'fit_verdict',
-           'infer_count_formula', 'size_symbols', 'inequality_holds', 'Domain', 'counts_text', 'check_grid',
-           'formula_domain', 'infer_parts_formula']
+           'count_rows', 'infer_count_formula', 'size_symbols', 'inequality_holds', 'Domain', 'counts_text',
+           'check_grid', 'formula_domain', 'infer_parts_formula']
 
 # %% ../nbs/19b_formulas.ipynb #f0a1c003
-import functools, inspect, itertools, math, operator, random, time
+import functools, inspect, itertools, math, multiprocessing, operator, random, time
 from dataclasses import dataclass
 from typing import Optional
 import numpy as np
@@ -239,6 +239,37 @@ def fit_verdict(fit:PolyFit, rows:list)->tuple:
     n = sum(r['role'] != 'fit' for r in rows)
     return 'confirmed', f"reproduces the {len(rows) - n} fitted counts and the {n} it was not fitted to"
 
+_JOBS = None     # `count_rows`' jobs while its forked workers run: they inherit them, and only an index crosses to them
+
+def _count_job(i:int)->dict:
+    "One of `_JOBS` in a forked worker, on one thread (the workers share the cores)"
+    torch.set_num_threads(1)
+    return count_at(*_JOBS[i])
+
+def _forkable(jobs:list)->bool:
+    "Can `jobs` run in forked workers? Only on the CPU (a forked child cannot use CUDA), where the OS forks"
+    return (all(j[5] is None or torch.device(j[5]).type == 'cpu' for j in jobs)
+            and 'fork' in multiprocessing.get_all_start_methods())
+
+def count_rows(
+    jobs:list,       # `count_at` arguments (model, sizes, role, seeds, count_kw, device), one tuple per row
+    workers:int=1,   # processes that count (forked, CPU only); 1: here, one after the other
+)->list:
+    """`count_at` over `jobs`, the rows in the jobs' order. With `workers` > 1 the twins are counted in that many forked
+    processes, largest first (so the last to finish is a small one); every row is the count the same job gives here"""
+    global _JOBS
+    check_int('workers', workers, 1)
+    if workers == 1 or len(jobs) < 2 or not _forkable(jobs): return [count_at(*j) for j in jobs]
+    size = lambda i: sum(math.prod(s) for s in (jobs[i][0][1] or {}).values())
+    order, out = sorted(range(len(jobs)), key=size, reverse=True), [None]*len(jobs)
+    _JOBS = jobs
+    try:
+        with multiprocessing.get_context('fork').Pool(min(workers, len(jobs))) as pool:
+            for i, row in zip(order, pool.imap(_count_job, order)): out[i] = row
+    finally: _JOBS = None
+    return out
+
+
 # %% ../nbs/19b_formulas.ipynb #af6183cd
 def infer_count_formula(
     build,                  # build(**sizes) -> (f, shapes, sample_inputs): the model (f(params, x) or an nn.Module), shapes, inputs
@@ -251,6 +282,7 @@ def infer_count_formula(
     count_kw:dict=None,     # extra `count_laws` keyword arguments
     domain=None,            # a grid crossing the sizes' boundaries (`formula_domain`): also find where the formula holds
     device=None,            # where the counts run (default CPU)
+    workers:int=1,          # processes that count the twins (`count_rows`; CPU only)
 )->CountFormula:
     "Count the laws of `build(**s)` over a grid of sizes and fit the smallest exact polynomial formula, confirmed where it was not fitted"
     t0 = time.perf_counter()
@@ -267,7 +299,7 @@ def infer_count_formula(
     held = _held_out(grid, sizes, holdout)
     pts = [(s, 'held out' if s in held else 'fit') for s in grid] + [(s, 'outside') for s in outside]
     models = {s: build_at(build, dict(zip(names, s)), device) for s, _ in pts}     # every size built and run before any count
-    rows = [count_at(models[s], dict(zip(names, s)), role, seeds, count_kw or {}, device) for s, role in pts]
+    rows = count_rows([(models[s], dict(zip(names, s)), role, seeds, count_kw or {}, device) for s, role in pts], workers)
     fitted = [r for r in rows if r['role'] == 'fit' and r['status'] == 'ok']
     fit = (fit_count_formula([tuple(r['sizes'].values()) for r in fitted], [r['counts'][0] for r in fitted], names, max_degree)
            if fitted else PolyFit(None, None, 0, 0, 'no fit point has a decided count'))
@@ -276,7 +308,8 @@ def infer_count_formula(
         r['predicted'] = out.predict(**r['sizes'])
         r['match'] = None if r['predicted'] is None or r['status'] != 'ok' else r['predicted'] == r['counts'][0]
     out.verdict, out.reason = fit_verdict(fit, rows)
-    if domain is not None and out.expr is not None: out.domain = formula_domain(build, out, domain, seeds=seeds, count_kw=count_kw, device=device)
+    if domain is not None and out.expr is not None: out.domain = formula_domain(build, out, domain, seeds=seeds, count_kw=count_kw,
+                                                                               device=device, workers=workers, counted=rows)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -492,14 +525,21 @@ def formula_domain(
     max_ineq:int=3,         # most inequalities the domain may need
     count_kw:dict=None,     # extra `count_laws` keyword arguments
     device=None,            # where the counts run (default CPU)
+    workers:int=1,          # processes that count (`count_rows`; CPU only)
+    counted:list=None,      # rows already counted by the same build, seeds and count_kw (a fit's): not counted again
 )->Domain:
     "Count across `grid` and state where `formula` holds: the simplest inequalities that exclude every miss and keep every hit they can"
     t0 = time.perf_counter()
     names, pts = check_grid(grid)
     expr = _check_formula(formula, names)
     seeds = check_seeds(seeds); check_int('max_ineq', max_ineq); check_count_kw(count_kw); _check_build(build, names)
-    models = {p: build_at(build, dict(zip(names, p)), device) for p in pts}               # every size built and run before any count
-    rows = [count_at(models[p], dict(zip(names, p)), 'domain', seeds, count_kw or {}, device) for p in pts]
+    key = lambda s: tuple(sorted(s.items()))
+    known = {key(r['sizes']): r for r in counted or ()}
+    new = [p for p in pts if key(dict(zip(names, p))) not in known]
+    models = {p: build_at(build, dict(zip(names, p)), device) for p in new}               # every size built and run before any count
+    rows = dict(zip(new, count_rows([(models[p], dict(zip(names, p)), 'domain', seeds, count_kw or {}, device) for p in new], workers)))
+    rows = [rows[p] if p in rows else {k: v for k, v in known[key(dict(zip(names, p)))].items() if k not in ('predicted', 'match')} | {'role': 'domain'}
+            for p in pts]
     for r in rows: r['predicted'] = int(expr.subs(size_symbols(r['sizes']))); r['verdict'] = _verdict_at(r)
     v = np.array([r['verdict'] for r in rows])
     holds, fails, ineq, alts, why = v == 'holds', v == 'fails', (), [], ''
@@ -550,13 +590,14 @@ def infer_parts_formula(
     seeds=(0,),             # random points θ per size point
     n_held:int=5,           # held-out twins (the largest, the smallest, then random ones), where the grid has that many
     count_kw:dict=None,     # extra `count_laws` keyword arguments
+    workers:int=1,          # processes that count the twins (`count_rows`)
 )->CountFormula:
     """A count formula in many sizes from a bounded number of twins: per part (sizes that may interact) the exact polynomial on a product
     grid through a base point, the parts summed; confirmed at held-out twins that change every size at once, then its domain searched"""
     t0, names = time.perf_counter(), tuple(fit)
     base, pts, held = _parts_points(fit, parts, n_held)
-    rows = [count_at(build_at(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, count_kw or {}, None)
-            for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]]
+    rows = count_rows([(build_at(build, dict(zip(names, s)), None), dict(zip(names, s)), role, seeds, count_kw or {}, None)
+                       for s, role in [(s, 'fit') for s in pts] + [(s, 'held out') for s in held]], workers)
     pf = _parts_expr(names, base, parts, {tuple(r['sizes'].values()): r['counts'][0] for r in rows if r['role'] == 'fit' and r['status'] == 'ok'})
     out = CountFormula(names, pf.expr, '', '', rows, pf.degree, pf.slack)
     for r in rows:
@@ -566,6 +607,6 @@ def infer_parts_formula(
     if out.verdict == 'confirmed':
         out.reason = (f"sum over {len(parts)} parts ({'; '.join(', '.join(p) for p in parts)}), each fitted on a product grid through "
                       f"{format_sizes(base)}; " + out.reason + " (each changes every size at once)")
-        out.domain = formula_domain(build, out, domain, seeds=seeds, count_kw=count_kw)
+        out.domain = formula_domain(build, out, domain, seeds=seeds, count_kw=count_kw, workers=workers, counted=rows)
     out.seconds = time.perf_counter() - t0
     return out
