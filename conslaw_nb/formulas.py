@@ -228,6 +228,7 @@ def count_at(
     return dict(sizes=s, role=role, D=cs[0].n_params, counts=n, status=status, reason=bad.reason if bad else '',
                 piecewise=tuple(cs[0].piecewise), gap=min(c.gap for c in cs), seconds=sum(c.seconds for c in cs))
 
+# %% ../nbs/19b_formulas.ipynb #b09c4867
 def fit_verdict(fit:PolyFit, rows:list)->tuple:
     "(verdict, reason) of a fit against every row"
     bad = [r for r in rows if r['status'] != 'ok']
@@ -239,6 +240,7 @@ def fit_verdict(fit:PolyFit, rows:list)->tuple:
     n = sum(r['role'] != 'fit' for r in rows)
     return 'confirmed', f"reproduces the {len(rows) - n} fitted counts and the {n} it was not fitted to"
 
+# %% ../nbs/19b_formulas.ipynb #06343c35
 _JOBS = None     # `count_rows`' jobs while its forked workers run: they inherit them, and only an index crosses to them
 
 def _count_job(i:int)->dict:
@@ -269,7 +271,6 @@ def count_rows(
     finally: _JOBS = None
     return out
 
-
 # %% ../nbs/19b_formulas.ipynb #af6183cd
 def infer_count_formula(
     build,                  # build(**sizes) -> (f, shapes, sample_inputs): the model (f(params, x) or an nn.Module), shapes, inputs
@@ -285,11 +286,9 @@ def infer_count_formula(
     workers:int=1,          # processes that count the twins (`count_rows`; CPU only)
 )->CountFormula:
     "Count the laws of `build(**s)` over a grid of sizes and fit the smallest exact polynomial formula, confirmed where it was not fitted"
-    t0 = time.perf_counter()
-    names, grid = _check_sizes(sizes)
+    t0, (names, grid) = time.perf_counter(), _check_sizes(sizes)
     seeds = check_seeds(seeds); check_int('holdout', holdout, 0); check_int('max_degree', max_degree, 0)
-    check_count_kw(count_kw); _check_build(build, names)
-    outside = _check_points(outside, names, grid)
+    check_count_kw(count_kw); _check_build(build, names); outside = _check_points(outside, names, grid)
     if domain is not None: _check_domain_grid(build, domain, names)
     if holdout == 0 and not outside: raise ValueError("nothing would confirm the formula: holdout=0 and no `outside` sizes; "
                                                       "hold out a grid point (holdout >= 1) or pass outside=[...]")
