@@ -115,6 +115,7 @@ def _on(theta, flat, ts):
     def put(x): return {**ps, **{n: v.view(flat.shapes[t]) for n, t, v in zip(names, ts, x.split(sizes))}}
     return torch.cat([ps[n].reshape(-1) for n in names]), put
 
+# %% ../nbs/01d_checks.ipynb #18b7e89f
 def _probe_norms(hv, theta, L, g, budget=None, flat=None):
     """Norms, first pass: y = J_h J_hᵀ c for two probes c (|c_j| in [1, 2], random signs), by one VJP and one JVP of h batched
     over both. y_j / c_j = ‖∇h_j‖² + Σ_{i≠j} (c_i/c_j)⟨∇h_j, ∇h_i⟩ is the same for both probes (to 1e-9) only when law j's
@@ -137,6 +138,7 @@ def _probe_norms(hv, theta, L, g, budget=None, flat=None):
     E = Y / C
     return E[0].clamp_min(0), (E[0] - E[1]).abs() <= 1e-9*E.abs().max(0).values, Y, back
 
+# %% ../nbs/01d_checks.ipynb #171afde7
 def _layout_colours(parts, R)->tuple:
     """Candidate colours for the laws at positions R from the layout of h's output: in a tensor whose last two axes are
     n × n (a Gram-like matrix per head), entry (..., a, b) gets colour (a + b) mod n, which pairs each index a with one b
@@ -188,6 +190,7 @@ def _colour_norms(hv, theta, flat, L, colours:list, budget, progress)->tuple:
         else: refused += col
     return out, refused
 
+# %% ../nbs/01d_checks.ipynb #12feb12e
 def _slice_tests(along, s, k, groups, touched, z, budget):
     """For each group of indices along dim k of a tensor of shape s: does the random tangent z (on this tensor alone), kept on
     those slices and zero elsewhere, move each touched law. One z serves every test: each test asks whether a fixed linear form
@@ -244,6 +247,7 @@ def _boxes(hv, theta, flat, R, budget, g):
                                                           for k in range(len(s))]))     # the laws that move with tensor t
     return out
 
+# %% ../nbs/01d_checks.ipynb #5926db54
 def _box_cells(flat, boxes, pick):
     "{position in R: flat indices into θ of its box} for the positions where `pick` (bool over R) holds"
     pieces = {}
@@ -316,6 +320,7 @@ def _closed_norms(hv, theta, flat, budget, seed)->Optional[Tensor]:
                                              "computing them instead")
     return out
 
+# %% ../nbs/01d_checks.ipynb #0fa309c6
 def _vjp_on(hv, theta, flat, ts):
     """The VJP of h with respect to the tensors `ts` alone (through `hv.of`: the others enter as constants, so the backward
     skips them), and each θ index's place in that VJP's output (-1 off those tensors)"""
