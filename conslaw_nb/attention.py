@@ -36,6 +36,7 @@ def linear_weights(
     O = params['O']
     return dict(q=proj(params['Q']), k=proj(params['K']), v=proj(params['V']), o=O.permute(1, 0, 2).reshape(O.shape[1], -1))
 
+# %% ../nbs/05_attention.ipynb #1f160981
 def mha(
     params:dict,          # {'Q': (H,d,dk), 'K': (H_kv,d,dk), 'V': (H_kv,d,dv), 'O': (H,d,dv)}, H_kv | H (H_kv = H: multi-head)
     X:Tensor,             # (T, d) one sequence (leading batch dims are allowed)
