@@ -249,9 +249,9 @@ def _count_job(i:int)->dict:
     return count_at(*_JOBS[i])
 
 def _forkable(jobs:list)->bool:
-    "Can `jobs` run in forked workers? Only on the CPU (a forked child cannot use CUDA), where the OS forks"
+    "Can `jobs` run in forked workers? Only on the CPU (a forked child cannot use CUDA), where the OS forks, outside a daemon process"
     return (all(j[5] is None or torch.device(j[5]).type == 'cpu' for j in jobs)
-            and 'fork' in multiprocessing.get_all_start_methods())
+            and 'fork' in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon)
 
 def count_rows(
     jobs:list,       # `count_at` arguments (model, sizes, role, seeds, count_kw, device), one tuple per row
