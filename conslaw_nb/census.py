@@ -84,6 +84,7 @@ def _load(config_or_model)->tuple:
                          "block alone with `adapt_found(block)`: the engine's count and laws at that size")
     return mt, cfg, notes
 
+# %% ../nbs/21_census.ipynb #eb9f4440
 def sizes_of(model_type:str, cfg:dict)->dict:
     "The config's sizes under the census's symbols (d, H, H_kv, d_k, d_ff, E, k, ...), refusing a config that lacks one"
     fam, s = MODEL_TYPES[model_type], {}
@@ -129,6 +130,7 @@ def _skeleton(model_type:str, cfg:dict)->nn.Module:
         warnings.simplefilter('ignore')
         return transformers.AutoModel.from_config(_hf_config(model_type, cfg))
 
+# %% ../nbs/21_census.ipynb #c775a66d
 _LAYER_ATTRS = ('layer_type', 'sliding_window', 'is_sliding', 'attention_type')
 
 def _layer_kind(m:nn.Module)->str:
@@ -138,6 +140,7 @@ def _layer_kind(m:nn.Module)->str:
     if v.get('sliding_window') or v.get('is_sliding'): return 'sliding_attention'
     return ''
 
+# %% ../nbs/21_census.ipynb #067220ea
 @dataclass
 class BlockGroup:
     "The layers whose block at one place is the same: same class, shapes and attention type"
@@ -307,6 +310,7 @@ def formula_cache(cache=None)->Optional[Path]:
     d = cache if cache is not None else os.environ.get('CONSLAW_CACHE')
     return Path(d)/f"census-formulas-{conslaw_nb.__version__}-{_code_key()}.json" if d else None
 
+# %% ../nbs/21_census.ipynb #282d010c
 def _law_json(l:BlockLaw)->dict:
     dm = l.domain
     return dict(model_type=l.model_type, cls=l.cls, layer_kind=l.layer_kind, names=list(l.names), provenance=l.provenance,
@@ -322,6 +326,7 @@ def _law_of_json(j:dict, path:Path)->BlockLaw:
                     j['reason'] + f" (read from {path}, where a census with this version of the package wrote it)", j['words'],
                     seconds=j['seconds'])
 
+# %% ../nbs/21_census.ipynb #df319dc9
 def _cached(key:tuple, cache)->Optional[BlockLaw]:
     "The formula of `key` from the cache file, or None"
     p = formula_cache(cache)
@@ -603,6 +608,7 @@ def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
     def inputs(n, g): return torch.nn.functional.one_hot(torch.randint(V, (n, T), generator=g), V).to(torch.float64)
     return f, {n: tuple(p.shape) for n, p in m.named_parameters()}, inputs
 
+# %% ../nbs/21_census.ipynb #ddcf03b2
 @dataclass
 class WholeLaw:
     "The whole model's count on full twins (embeddings, norms, head), fitted in (L, sizes), against the sum of its blocks, with its domain"
@@ -627,6 +633,7 @@ class WholeLaw:
         return _subs(self.expr, sizes), (f"`{self.expr}` inside its domain ({self.domain}; {len(self.domain.rows)} whole twins), "
                                          f"confirmed off the fit at {'; '.join(format_sizes(s) for s in deep)}")
 
+# %% ../nbs/21_census.ipynb #b3148a72
 _WHOLE = {}
 
 def _whole_grids(fam, fixed:dict, d_free:bool)->tuple:

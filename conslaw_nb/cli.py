@@ -147,6 +147,7 @@ def _betas(v)->tuple:
     if len(b) != 2: raise SystemExit(f"conslaw train: error: --betas {v!r}: give two numbers in [0, 1) separated by a comma, e.g. 0.9,0.95")
     return b
 
+# %% ../nbs/22_cli.ipynb #f27c7153
 def _train_config(args)->TrainConfig:
     "The validated `TrainConfig` of `conslaw train`'s arguments"
     cfg = TrainConfig(task=args.task, data=args.data, model=args.model, hf_config=args.hf_config, optim=args.optim, lr=args.lr,
