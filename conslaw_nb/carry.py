@@ -219,6 +219,7 @@ def _class_values(P:Tensor, kind:str, idx:Tensor, gram:bool)->tuple:
     n = 1 if kind == 'lin' else P.shape[1] if kind == 'rowsum' else P.shape[0]
     return V.sum(1), torch.full_like(V, float(n))
 
+# %% ../nbs/10a_carry.ipynb #0bc0d793
 def family_values(
     f:Fam,               # the law family
     P:dict,              # the parameters where its laws are evaluated
@@ -239,6 +240,7 @@ def family_values(
     at = (lambda t: t) if iu is None else (lambda t: t[:, iu[0], iu[1]])
     return at(val), at(nrm).sqrt() if norms else None
 
+# %% ../nbs/10a_carry.ipynb #64961464
 def family_fits(f:Fam, shapes:dict)->bool:
     "Every index of family f lies inside its parameter (`shapes`: name -> shape)"
     for c, cl in enumerate(f.sig):

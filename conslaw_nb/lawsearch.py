@@ -218,6 +218,7 @@ def _restrict(N:Tensor, M:Tensor, dtype):
     dec = rank_decision(sv, len(M), len(N), dtype=dtype, top=max(_norm2(M), float(sv.max()) if len(sv) else 0.))
     return Vh[dec.rank if dec.status == 'ok' else dec.best_guess:] @ N, dec
 
+# %% ../nbs/09_lawsearch.ipynb #33de505f
 def law_nullspace(
     fn,                    # the model `fn(params, x)`
     params:dict,           # a point θ: the random points each round draws take its shapes

@@ -368,6 +368,7 @@ def group_laws(laws:list)->list:
 _NOT_FOUND = {'dense': 'polynomial laws of degree ≤ 2', 'linear': 'linear laws (degree=2 also searches quadratic ones)',
               'blocks': "polynomial laws of degree ≤ 2 of the block form (ansatz='dense' searches every quadratic form)"}
 
+# %% ../nbs/10_lawtext.ipynb #0d71ad7a
 @dataclass
 class Laws:
     "The polynomial conservation laws `find_laws` found: `len()` independent laws, readable and callable"

@@ -145,6 +145,7 @@ def _check_field(f, v):
     if f.type is str and not isinstance(v, str): raise ValueError(f"{f.name}={v!r}: must be a string")
     return v
 
+# %% ../nbs/13_models.ipynb #7738a67d
 def check_config(
     cfg,          # an `LMConfig`, a `ViTConfig`, or the name of a preset
     **overrides,  # fields to change, e.g. d_model=16

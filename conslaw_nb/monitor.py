@@ -157,6 +157,7 @@ def _read_names(a, P:dict, found:bool)->list:
     with torch.no_grad(): a.law_rows(R); a.controls(R)
     return [n for n in a.param_names if n in R.seen]
 
+# %% ../nbs/14_monitor.ipynb #803ff693
 def _unwrap(model): return model.module if hasattr(model, 'module') and isinstance(model.module, nn.Module) else model
 class _Degrees(dict):
     "Degree of a law kind: the stated ones by name, a carried family by its name ('carried1:…' linear, 'carried2:…' quadratic)"
@@ -164,6 +165,7 @@ class _Degrees(dict):
 
 _DEG = _Degrees(DEGREE | {'k_bias': 1, 'relu': 2, 'none': 2, 'found': 2, 'param_norm': 2})
 
+# %% ../nbs/14_monitor.ipynb #5963d36e
 class ConservationMonitor:
     "Eq. 10 and the matched drift of every law of every block `law_blocks` reads (stated or found), and of their controls, in float64"
     def __init__(self,

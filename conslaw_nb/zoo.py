@@ -163,6 +163,7 @@ def _decoder_shape(d, H=None, Hkv=None, d_ff=None)->tuple:
                                                  "pass H, Hkv and d_ff")
     return tuple(v if v is not None else s for v, s in zip((H, Hkv, d_ff), DECODER_SHAPES[d]))
 
+# %% ../nbs/07b_zoo.ipynb #4530d006
 def decoder_layer_case(
     d:int,               # model width
     H:int=None,          # query heads; None: `DECODER_SHAPES[d]`'s (the benchmark's layer of width d)
@@ -190,6 +191,7 @@ def decoder_layer_name(
 register(*[Entry(decoder_layer_name(d), lambda s=1, d=d: decoder_layer_case(d*s, *(s*v for v in DECODER_SHAPES[d])), tags=('decoder',),
                  page='explain/decoder') for d in DECODER_SHAPES]);
 
+# %% ../nbs/07b_zoo.ipynb #3dcf9494
 def attention_width_case(
     H:int,               # heads
     dk:int,              # query/key/value width per head
