@@ -262,6 +262,7 @@ def _in_regime(rows:list, k_fit:int, tk_max:float)->tuple:
     return ([r for r in rows if r['step'] == k_fit and r['lr'] * k_fit <= tk_max],
             [r for r in rows if r['lr'] == tau0 and r['step'] * tau0 <= tk_max], tau0)
 
+# %% ../nbs/16_analysis.ipynb #5155b8e7
 def _by_kind(recs, k_fit, tk_max, optim='gd')->dict:
     "The τ exponent of each quadratic law kind alone, in the regime of the fit (None: none)"
     out = {}
@@ -282,6 +283,7 @@ def _by_family(recs, k_fit, tk_max, optim, n_boot)->dict:
                       k_exponent=_loglog(at_tau, 'step')['slope'], k_exponent_ci=_boot(at_tau, 'step', n_boot))
     return out or None
 
+# %% ../nbs/16_analysis.ipynb #e543b09d
 def _decay(recs)->DecaySummary:
     "The decaying-step runs' largest ε/τ0² at each recorded step (None: no such run)"
     dec = [r for r in run_table(recs) if r['schedule'] == 'decay']

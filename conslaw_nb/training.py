@@ -47,6 +47,7 @@ TASKS = {'ptb': 'ptb-tiny-moe', 'wikitext': 'ptb-tiny-moe', 'fashion-mnist': 'fa
 LM_TASKS = ('ptb', 'wikitext')
 OPTIMS, SCHEDULES, DTYPES = ('gd', 'sgd', 'momentum', 'adam', 'adamw'), ('const', 'decay'), ('float32', 'float64', 'bfloat16')
 
+# %% ../nbs/15_training.ipynb #557b3951
 @dataclass
 class TrainConfig:
     "One training run"
@@ -254,6 +255,7 @@ def _grad_sq(mon, names:list)->tuple:
         return sum(sq).item(), {name: sum(sq[i] for i in ix).item() for name, ix in idx.items()}
     return f
 
+# %% ../nbs/15_training.ipynb #545d005b
 def train(
     cfg:TrainConfig,         # what to run
     progress:bool=False,     # show a tqdm bar over steps
