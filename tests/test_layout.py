@@ -68,10 +68,25 @@ def test_one_definition_of_each_public_name():
     twice = {n: ms for n, ms in seen.items() if len(ms) > 1}
     assert not twice, f"defined in more than one module: {twice}"
 
+MAX_CELL = 40    # lines of an export cell, its `#| export` line included; a cell holding one definition alone may run longer
+
+def _export_cells(nb):
+    "(source, the next code cell's source or None) of every export cell of `nb`"
+    cells = [c for c in json.loads(nb.read_text())['cells'] if c['cell_type'] == 'code']
+    for i, c in enumerate(cells):
+        s = ''.join(c['source'])
+        if re.match(r'#\|\s*exports?\b', s): yield s, ''.join(cells[i+1]['source']) if i + 1 < len(cells) else None
+
+def _defs(src)->int: return sum(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.parse(src).body)
+
 def test_export_cells_short():
-    long = []
-    for nb in NBS:
-        for c in json.loads(nb.read_text())['cells']:
-            s = ''.join(c['source'])
-            if c['cell_type'] == 'code' and s.startswith('#| export') and s.count('\n') + 1 > 70: long.append(f'{nb.name}: {s.splitlines()[1][:60]}')
-    assert not long, f"export cells over 70 lines: {long}"
+    "Export cells of at most 40 lines, but for a cell that holds a single function or class"
+    long = [f'{nb.name}: {s.splitlines()[1][:60]} ({s.count(chr(10)) + 1} lines)' for nb in NBS for s, _ in _export_cells(nb)
+            if s.count('\n') + 1 > MAX_CELL and _defs(s) != 1]
+    assert not long, f"export cells over {MAX_CELL} lines with more than one definition: split them between definitions: {long}"
+
+def test_a_test_beneath_every_export_cell():
+    "Every export cell is followed by a code cell that tests or shows it before the next export cell (fastcore's and nbdev's manner)"
+    bare = [f'{nb.name}: {s.splitlines()[1][:60]}' for nb in NBS for s, nxt in _export_cells(nb)
+            if nxt is None or re.match(r'#\|\s*exports?\b', nxt)]
+    assert not bare, f"export cells with no test or example beneath them: {bare}"
