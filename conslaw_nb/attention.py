@@ -145,8 +145,7 @@ def _layout(m, num_heads=None):
                                    "or a module with q_proj/k_proj/v_proj/o_proj (nn.Linear)")
     if len(found) > 1 and found[0][0] != '':
         raise ValueError(f"{type(m).__name__} holds {len(found)} attention blocks ({', '.join(n for n,_,_ in found)}): pass the one you mean")
-    name, a, k = found[0]
-    prefix = name + '.' if name else ''
+    name, a, k = found[0]; prefix = name + '.' if name else ''
     if k == 'torch': H = Hkv = a.num_heads
     else:
         H, Hkv = _attr(a, 'num_heads', 'num_attention_heads'), _attr(a, 'num_key_value_heads')

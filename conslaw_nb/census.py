@@ -656,8 +656,7 @@ def whole_law(
     key = (model_type, _layout_key(model_type, cfg))
     if key in _WHOLE: return _WHOLE[key]
     t0, fam = time.perf_counter(), MODEL_TYPES[model_type]
-    fixed = dict(H_kv=1, G=2, d_ff=3, V=12) if 'H_kv' in fam.keys else dict(H=2, d_ff=3, V=12)
-    fixed['d_k'] = 2
+    fixed = (dict(H_kv=1, G=2, d_ff=3, V=12) if 'H_kv' in fam.keys else dict(H=2, d_ff=3, V=12)) | dict(d_k=2)
     grid, dom = _whole_grids(fam, fixed, fam.head_dim)
     hv = None if fam.head_dim else 'G' if 'H_kv' in fam.keys else 'H'     # the size that sets the width d on the twins
     if hv: fixed.pop(hv)
