@@ -331,6 +331,38 @@ def _vjp_on(hv, theta, flat, ts):
     for t, n in zip(ts, sizes): pos[flat.offsets[t]:flat.offsets[t] + n] = torch.arange(o, o + n, device=theta.device); o += n
     return back, pos
 
+# %% ../nbs/01d_checks.ipynb #67dd1f13
+def _box_norms(hv, theta, flat, R, budget, g, back_h, n2)->list:
+    """Step (2) of `law_norms`: the laws `R` by their boxes, colour by colour (one VJP each, on the tensors they move with);
+    their squared norms go into `n2`. Returns the laws left over (a box past `budget` alone)"""
+    L, D = n2.numel(), theta.numel()
+    boxes, cap = _boxes(hv, theta, flat, R, budget, g), budget // 8
+    size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
+    for t, touched, masks in boxes: size.index_add_(0, touched, math.prod([torch.ones(len(touched), dtype=torch.long)] + [M.sum(1) for M in masks]))
+    batch = torch.zeros(len(R), dtype=torch.long) - 1                                 # batches of boxes within the budget
+    q, tot = 0, 0
+    for r, n in enumerate(size.tolist()):
+        if n > cap: continue                                                         # past the budget alone: its own VJP
+        if tot + n > cap: q, tot = q + 1, 0
+        batch[r], tot = q, tot + n
+    rest = [R[r] for r in (batch < 0).nonzero().flatten().tolist()]
+    ts = sorted({t for t, _, _ in boxes})                                            # the tensors these laws move with
+    back_c, pos = _vjp_on(hv, theta, flat, ts) if hasattr(hv, 'of') and len(ts) < len(flat.names) else (back_h, None)
+    for q in range(int(batch.max()) + 1):
+        cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
+        colors, left = _color(cells, D, budget); rest += left
+        cb = _chunk(len(colors), 24*(D + L), budget)
+        for i in range(0, len(colors), cb):
+            Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
+            for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
+            S = vmap(lambda c: back_c(c)[0])(Ct)                                    # (b, D'): each colour's gradients, summed
+            for b, col in enumerate(colors[i:i + cb]):
+                ids = torch.as_tensor(np.repeat(col, [len(cells[j]) for j in col]), device=theta.device)
+                n2[torch.as_tensor(col, device=theta.device)] = 0.
+                at = torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)
+                n2.index_add_(0, ids, S[b, at if pos is None else pos[at]]**2)
+    return rest
+
 # %% ../nbs/01d_checks.ipynb #3a901f19
 def law_norms(
     hv,                       # the flat law function (`law_fn`)
@@ -362,33 +394,7 @@ def law_norms(
             got, refused = _colour_norms(hv, theta, flat, L, list(cols.values()), budget, show)
             if got: n2[torch.as_tensor(list(got), device=n2.device)] = torch.as_tensor(list(got.values()), dtype=n2.dtype, device=n2.device)
             R = sorted(rest + refused)
-    if R and flat is not None:
-        boxes, cap = _boxes(hv, theta, flat, R, budget, g), budget // 8
-        size = torch.zeros(len(R), dtype=torch.long)                                     # cells in each law's box
-        for t, touched, masks in boxes: size.index_add_(0, touched, math.prod([torch.ones(len(touched), dtype=torch.long)] + [M.sum(1) for M in masks]))
-        batch = torch.zeros(len(R), dtype=torch.long) - 1                                 # batches of boxes within the budget
-        q, tot = 0, 0
-        for r, n in enumerate(size.tolist()):
-            if n > cap: continue                                                         # past the budget alone: its own VJP
-            if tot + n > cap: q, tot = q + 1, 0
-            batch[r], tot = q, tot + n
-        rest = [R[r] for r in (batch < 0).nonzero().flatten().tolist()]
-        ts = sorted({t for t, _, _ in boxes})                                            # the tensors these laws move with
-        back_c, pos = _vjp_on(hv, theta, flat, ts) if hasattr(hv, 'of') and len(ts) < len(flat.names) else (back_h, None)
-        for q in range(int(batch.max()) + 1):
-            cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
-            colors, left = _color(cells, D, budget); rest += left
-            cb = _chunk(len(colors), 24*(D + L), budget)
-            for i in range(0, len(colors), cb):
-                Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
-                for b, col in enumerate(colors[i:i + cb]): Ct[b, col] = 1.
-                S = vmap(lambda c: back_c(c)[0])(Ct)                                    # (b, D'): each colour's gradients, summed
-                for b, col in enumerate(colors[i:i + cb]):
-                    ids = torch.as_tensor(np.repeat(col, [len(cells[j]) for j in col]), device=theta.device)
-                    n2[torch.as_tensor(col, device=theta.device)] = 0.
-                    at = torch.as_tensor(np.concatenate([cells[j] for j in col]), device=theta.device)
-                    n2.index_add_(0, ids, S[b, at if pos is None else pos[at]]**2)
-        R = rest
+    if R and flat is not None: R = _box_norms(hv, theta, flat, R, budget, g, back_h, n2)
     if R:                                                                            # one VJP per law left
         if back_h is None: _, back_h = vjp(hv, theta)
         Rt = torch.as_tensor(R, device=theta.device)
@@ -397,6 +403,37 @@ def law_norms(
             n2[Rt[i:i+cl]] = vmap(lambda e: back_h(e)[0].pow(2).sum())(F.one_hot(Rt[i:i+cl], L).to(theta.dtype))
     if len(R0): n2[R0.to(n2.device)] = n2[R0[first][copies].to(n2.device)]          # each copy takes its first's norm
     return n2.sqrt()
+
+# %% ../nbs/01d_checks.ipynb #c20c304e
+def _stream_dots(hv, theta, X, U, *, budget, flat, fn, show):
+    """The streamed half of `_check_free`: per group of tensors within `budget`, the losses' gradients on that group (VJPs of
+    `fn` batched over `X`, directions `U` (m, N, K)) and h's JVP along them. Returns (⟨∇h_j, ∇ℓ_u⟩ (m, L), ‖∇ℓ_u‖² (m,))"""
+    D, dev, dt, N, (n_dirs, _, K) = theta.numel(), theta.device, theta.dtype, len(X), U.shape
+    L = hv(theta).numel()
+    dots, rn2 = torch.zeros(n_dirs, L, dtype=dt, device=dev), torch.zeros(n_dirs, dtype=dt, device=dev)
+    groups = _groups(flat, 4*8, budget)
+    plan = [(ts, _chunk(n_dirs, 4*8*sum(flat.sizes[t] for t in ts), budget)) for ts in groups]
+    bar = tqdm(total=sum(-(-n_dirs // md) for _, md in plan), desc=f'check_laws: {n_dirs} random losses (D={D})', disable=not show, leave=False)
+    for ts, md in plan:
+        x0, put = _on(theta, flat, ts)
+        cx = max(1, budget // (8*16*md*K)); one = N <= cx                    # one chunk of inputs: its VJP serves every direction
+        def model(x, Xc): return vmap(fn, in_dims=(None, 0))(put(x), Xc).reshape(len(Xc), -1)
+        if one:
+            with model_errors(): _, back = vjp(lambda x: model(x, X), x0)
+        for j in range(0, n_dirs, md):
+            Gp = None
+            for i in range(0, N, cx):
+                with model_errors():
+                    if not one: _, back = vjp(lambda x: model(x, X[i:i+cx]), x0)
+                    part = vmap(lambda u: back(u)[0])(U[j:j+md, i:i+cx])              # (md, n): this group's share
+                Gp = part if Gp is None else Gp.add_(part)
+                del part
+            rn2[j:j+md] += (Gp*Gp).sum(1)
+            dots[j:j+md] += vmap(lambda r: jvp(lambda x: hv.of(put(x)), (x0,), (r,))[1])(Gp)
+            del Gp; bar.update()
+        del x0, back
+    bar.close()
+    return dots, rn2
 
 # %% ../nbs/01d_checks.ipynb #065f0269
 _SHOW_PASSES = 2*10**8     # progress=None: a bar once a check's passes over θ add up to this many entries (about 10 s here)
@@ -423,30 +460,7 @@ def _check_free(hv, fx, theta, X, K, *, n_dirs, g, budget, loss, flat, fn=None, 
         gn, rn = law_norms(hv, theta, budget, flat, progress=show), Gl.norm(dim=1)
         rel = vmap(lambda r: jvp(hv, (theta,), (r,))[1])(Gl).abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
         return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
-    L = hv(theta).numel()
-    dots, rn2 = torch.zeros(n_dirs, L, dtype=dt, device=dev), torch.zeros(n_dirs, dtype=dt, device=dev)
-    groups = _groups(flat, 4*8, budget)
-    plan = [(ts, _chunk(n_dirs, 4*8*sum(flat.sizes[t] for t in ts), budget)) for ts in groups]
-    bar = tqdm(total=sum(-(-n_dirs // md) for _, md in plan), desc=f'check_laws: {n_dirs} random losses (D={D})', disable=not show, leave=False)
-    for ts, md in plan:
-        x0, put = _on(theta, flat, ts)
-        cx = max(1, budget // (8*16*md*K)); one = N <= cx                    # one chunk of inputs: its VJP serves every direction
-        def model(x, Xc): return vmap(fn, in_dims=(None, 0))(put(x), Xc).reshape(len(Xc), -1)
-        if one:
-            with model_errors(): _, back = vjp(lambda x: model(x, X), x0)
-        for j in range(0, n_dirs, md):
-            Gp = None
-            for i in range(0, N, cx):
-                with model_errors():
-                    if not one: _, back = vjp(lambda x: model(x, X[i:i+cx]), x0)
-                    part = vmap(lambda u: back(u)[0])(U[j:j+md, i:i+cx])              # (md, n): this group's share
-                Gp = part if Gp is None else Gp.add_(part)
-                del part
-            rn2[j:j+md] += (Gp*Gp).sum(1)
-            dots[j:j+md] += vmap(lambda r: jvp(lambda x: hv.of(put(x)), (x0,), (r,))[1])(Gp)
-            del Gp; bar.update()
-        del x0, back
-    bar.close()
+    dots, rn2 = _stream_dots(hv, theta, X, U, budget=budget, flat=flat, fn=fn, show=show)
     gn, rn = law_norms(hv, theta, budget, flat, progress=show), rn2.sqrt()
     rel = dots.abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
     return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
