@@ -194,29 +194,38 @@ class ExponentFit:
     by_family:dict = None             # family -> its τ and k exponents with bootstrap intervals
     def to_dict(self)->dict:
         "The JSON object of fit.json: the fields, and the definitions of ε, the intervals, the bound's constant, the decay and the drift"
-        d = _nan_none(asdict(self))
-        out = {k: d[k] for k in ('tau_exponent', 'tau_exponent_ci', 'tau_exponent_ci95', 'tau_fit', 'k_exponent', 'k_exponent_ci',
-                                 'k_exponent_ci95', 'k_fit', 'tk_max', 'regime', 'n_seeds', 'steps', 'optim')}
-        out |= dict(eps=_DEFINITIONS['eps'], intervals=_DEFINITIONS['intervals'], tau_exponent_by_tau_k=d['tau_exponent_by_tau_k'],
-                    k_exponent_by_tau_k=d['k_exponent_by_tau_k'], bound_constant=_with_definition('bound_constant', d['bound_constant']),
-                    diverged_runs=d['diverged_runs'])
-        if self.tau_exponent_by_kind is not None: out['tau_exponent_by_kind'] = d['tau_exponent_by_kind']
-        if self.decay is not None: out['decay'] = _with_definition('decay', d['decay'])
-        out['drift'] = _with_definition('drift', d['drift'])
-        if self.gate_law_max_eps is not None: out['gate_law_max_eps'] = self.gate_law_max_eps
-        out['bound'] = None if self.bound is None else _with_definition('bound', d['bound'])
-        out['by_family'] = d['by_family']
-        return out
+        return _fit_to_dict(self)
     @classmethod
     def from_dict(cls, d:dict):
         "An `ExponentFit` from `to_dict`'s output or a fit.json (definitions and a sweep's own keys are ignored)"
-        sub = lambda c, v: None if v is None else c(**{f.name: v[f.name] for f in fields(c)})
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        kw |= dict(tau_fit=sub(TauFit, d['tau_fit']), k_fit=sub(StepFit, d['k_fit']), drift=sub(DriftSummary, d['drift']),
-                   bound_constant=sub(BoundConstant, d['bound_constant']), decay=sub(DecaySummary, d.get('decay')))
-        if kw['decay']: kw['decay'].by_step = {int(k): v for k, v in kw['decay'].by_step.items()}   # JSON keys are strings
-        if kw.get('bound'): kw['bound'] = {k: v for k, v in kw['bound'].items() if k != 'definition'}
-        return cls(**kw)
+        return _fit_from_dict(cls, d)
+
+# %% ../nbs/16_analysis.ipynb #3903659b
+def _fit_to_dict(f:ExponentFit)->dict:
+    "`ExponentFit.to_dict`: the fields in fit.json's order, with the definitions beside them"
+    d = _nan_none(asdict(f))
+    out = {k: d[k] for k in ('tau_exponent', 'tau_exponent_ci', 'tau_exponent_ci95', 'tau_fit', 'k_exponent', 'k_exponent_ci',
+                             'k_exponent_ci95', 'k_fit', 'tk_max', 'regime', 'n_seeds', 'steps', 'optim')}
+    out |= dict(eps=_DEFINITIONS['eps'], intervals=_DEFINITIONS['intervals'], tau_exponent_by_tau_k=d['tau_exponent_by_tau_k'],
+                k_exponent_by_tau_k=d['k_exponent_by_tau_k'], bound_constant=_with_definition('bound_constant', d['bound_constant']),
+                diverged_runs=d['diverged_runs'])
+    if f.tau_exponent_by_kind is not None: out['tau_exponent_by_kind'] = d['tau_exponent_by_kind']
+    if f.decay is not None: out['decay'] = _with_definition('decay', d['decay'])
+    out['drift'] = _with_definition('drift', d['drift'])
+    if f.gate_law_max_eps is not None: out['gate_law_max_eps'] = f.gate_law_max_eps
+    out['bound'] = None if f.bound is None else _with_definition('bound', d['bound'])
+    out['by_family'] = d['by_family']
+    return out
+
+def _fit_from_dict(cls, d:dict)->ExponentFit:
+    "`ExponentFit.from_dict`: the nested summaries rebuilt from their dicts"
+    sub = lambda c, v: None if v is None else c(**{f.name: v[f.name] for f in fields(c)})
+    kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+    kw |= dict(tau_fit=sub(TauFit, d['tau_fit']), k_fit=sub(StepFit, d['k_fit']), drift=sub(DriftSummary, d['drift']),
+               bound_constant=sub(BoundConstant, d['bound_constant']), decay=sub(DecaySummary, d.get('decay')))
+    if kw['decay']: kw['decay'].by_step = {int(k): v for k, v in kw['decay'].by_step.items()}   # JSON keys are strings
+    if kw.get('bound'): kw['bound'] = {k: v for k, v in kw['bound'].items() if k != 'definition'}
+    return cls(**kw)
 
 # %% ../nbs/16_analysis.ipynb #244fab4a
 def _ci(c): return '[n/a]' if c is None or any(v is None or math.isnan(v) for v in c) else f"[{c[0]:.3f}, {c[1]:.3f}]"

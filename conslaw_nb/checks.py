@@ -465,6 +465,18 @@ def _check_free(hv, fx, theta, X, K, *, n_dirs, g, budget, loss, flat, fn=None, 
     rel = dots.abs() / (rn[:, None]*gn[None]).clamp_min(torch.finfo(dt).tiny)
     return rel.masked_fill(rn[:, None] == 0, 0.).max(0).values, gn, n_dirs
 
+# %% ../nbs/01d_checks.ipynb #909019a4
+def _check_dense(hv, fn, flat, theta, X, K, loss)->tuple:
+    "`check_laws`' dense path: every ∇f_k(x) as a row against every ∇h_j; (per-law largest relative |⟨∇h_j, ∇f_k⟩|, ‖∇h_j‖, rows)"
+    B = output_basis(loss, K, theta.dtype, theta.device)
+    G = jacrev(hv)(theta)                                                # (L, D)
+    J = jacobian_rows(fn, flat, theta, X)                                # (N·K, D)
+    if loss == 'ce': J = (B @ J.reshape(len(X), K, -1)).reshape(-1, flat.D)  # (N·(K−1), D)
+    gn, jn = G.norm(dim=1), J.norm(dim=1)
+    rel = (G @ J.T).abs() / (gn[:,None]*jn[None,:]).clamp_min(torch.finfo(theta.dtype).tiny)
+    rel[:, jn == 0] = 0.
+    return rel.max(1).values, gn, J.shape[0]
+
 # %% ../nbs/01d_checks.ipynb #7f7a45ce
 def check_laws(
     h,                     # candidate laws: `h(params)` -> tensor or dict of tensors, every entry a law
@@ -491,8 +503,7 @@ def check_laws(
     check_choice('method', method, ('auto', 'dense', 'matrix_free')); check_choice('loss', loss, LOSSES)
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     fn, params = as_functional(f, params, dtype, device, exact)
-    flat = Flat(params); theta = flat.flatten(params)
-    g = torch.Generator().manual_seed(seed)
+    flat, g = Flat(params), torch.Generator().manual_seed(seed); theta = flat.flatten(params)
     X = draw_inputs(sample_inputs, None if isinstance(sample_inputs, Tensor) else n_samples, g, theta.device, dtype)
     if len(X) == 0: raise ValueError("`sample_inputs` is empty: pass at least one input")
     K, hv = output_dim(fn, params, X[0]), law_fn(h, flat)
@@ -503,17 +514,8 @@ def check_laws(
     if method == 'matrix_free':
         per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs=n_dirs, g=g, budget=budget, loss=loss,
                                          flat=flat, fn=fn, progress=progress)
-    else:
-        B = output_basis(loss, K, dtype, theta.device)
-        G = jacrev(hv)(theta)                                                # (L, D)
-        J = jacobian_rows(fn, flat, theta, X)                                # (N·K, D)
-        if loss == 'ce': J = (B @ J.reshape(len(X), K, -1)).reshape(-1, flat.D)  # (N·(K−1), D)
-        gn, jn = G.norm(dim=1), J.norm(dim=1)
-        rel = (G @ J.T).abs() / (gn[:,None]*jn[None,:]).clamp_min(torch.finfo(dtype).tiny)
-        rel[:, jn == 0] = 0.
-        per_law, n_rows = rel.max(1).values, J.shape[0]
-    per_law[gn == 0] = float('nan')
-    live = per_law[gn > 0]
+    else: per_law, gn, n_rows = _check_dense(hv, fn, flat, theta, X, K, loss)
+    per_law[gn == 0] = float('nan'); live = per_law[gn > 0]
     return LawCheck(float(live.max()) if len(live) else 0., per_law.cpu(), len(gn), n_rows, int((gn == 0).sum()))
 
 # %% ../nbs/01d_checks.ipynb #399b01b4

@@ -77,40 +77,46 @@ class TrainConfig:
         return f"{self.task}-{self.optim}-{self.schedule}-lr{self.lr:g}{wd}-s{self.seed}"
     def validate(self):
         "Raise a ValueError naming the first field that is not supported, and the fix, before any data is loaded or model built"
-        for k, choices in [('task', TASKS), ('optim', OPTIMS), ('schedule', SCHEDULES), ('dtype', DTYPES)]:
-            try: ok = getattr(self, k) in choices
-            except TypeError: ok = False                   # an unhashable value (a list) is none of them
-            if not ok: raise ValueError(f"{k}={getattr(self, k)!r} is not supported: use one of {list(choices)}")
-        for k, lo in [('steps', 1), ('batch_size', 1), ('seq_len', 1), ('seed', 0), ('n_log', 1), ('log_every', 0)]:
-            check_int(k, getattr(self, k), lo)
-        if self.vocab is not None and self.task not in LM_TASKS: raise ValueError(f"vocab={self.vocab!r}: {self.task} has no words; None")
-        if self.vocab is not None: check_int('vocab', self.vocab, 2, 'the most frequent words kept (with <eos>, <unk>); None keeps all')
-        _check_real('lr', self.lr, lo_open=True); _check_real('weight_decay', self.weight_decay)
-        for k, v in [('momentum', self.momentum), *(('betas', b) for b in self.betas)]: _check_real(k, v, hi=1.)
-        check_device(self.device)
-        if self.data is None and self.task in ('wikitext', 'cifar10'):
-            raise ValueError(f"data=None: task {self.task!r} is read from local files; pass the folder that holds them")
-        if self.data is not None and not Path(self.data).is_dir():
-            raise ValueError(f"data={self.data!r} is not a folder: pass the folder that holds the dataset's files")
-        if not isinstance(self.overrides, dict): raise ValueError(f"overrides={self.overrides!r}: must be a dict of model config fields")
-        self._validate_model()
-    def _validate_model(self):
-        "A preset that fits the task, with overrides it can be built with; or a readable transformers config"
-        if self.hf_config is not None:
-            if self.task not in LM_TASKS:
-                raise ValueError(f"hf_config: a transformers causal LM trains on a language task {list(LM_TASKS)}, not task={self.task!r}")
-            if self.model is not None: raise ValueError(f"model={self.model!r} and hf_config={self.hf_config!r}: give one of them")
-            _hf_spec(self.hf_config)
-            if importlib.util.find_spec('transformers') is None: raise ImportError(_HF_MISSING)
-            return
-        name = self.model or TASKS[self.task]
-        if isinstance(name, str) and name not in PRESETS:
-            raise ValueError(f"model={name!r}: unknown preset; choose one of {sorted(PRESETS)}")
-        base = PRESETS[name] if isinstance(name, str) else name
-        kind, other = ('language', 'vision') if isinstance(base, LMConfig) else ('vision', 'language')
-        if (kind == 'language') != (self.task in LM_TASKS):
-            raise ValueError(f"model={name!r} is a {kind} model but task={self.task!r} is a {other} task: choose a {other} preset")
-        check_config(base, **self.overrides)
+        _check_fields(self); _check_model(self)
+
+# %% ../nbs/15_training.ipynb #36a6c3b4
+def _check_fields(c:TrainConfig):
+    "`TrainConfig.validate`'s field checks: a ValueError naming the first field that is not supported, and the fix"
+    for k, choices in [('task', TASKS), ('optim', OPTIMS), ('schedule', SCHEDULES), ('dtype', DTYPES)]:
+        try: ok = getattr(c, k) in choices
+        except TypeError: ok = False                   # an unhashable value (a list) is none of them
+        if not ok: raise ValueError(f"{k}={getattr(c, k)!r} is not supported: use one of {list(choices)}")
+    for k, lo in [('steps', 1), ('batch_size', 1), ('seq_len', 1), ('seed', 0), ('n_log', 1), ('log_every', 0)]:
+        check_int(k, getattr(c, k), lo)
+    if c.vocab is not None and c.task not in LM_TASKS: raise ValueError(f"vocab={c.vocab!r}: {c.task} has no words; None")
+    if c.vocab is not None: check_int('vocab', c.vocab, 2, 'the most frequent words kept (with <eos>, <unk>); None keeps all')
+    _check_real('lr', c.lr, lo_open=True); _check_real('weight_decay', c.weight_decay)
+    for k, v in [('momentum', c.momentum), *(('betas', b) for b in c.betas)]: _check_real(k, v, hi=1.)
+    check_device(c.device)
+    if c.data is None and c.task in ('wikitext', 'cifar10'):
+        raise ValueError(f"data=None: task {c.task!r} is read from local files; pass the folder that holds them")
+    if c.data is not None and not Path(c.data).is_dir():
+        raise ValueError(f"data={c.data!r} is not a folder: pass the folder that holds the dataset's files")
+    if not isinstance(c.overrides, dict): raise ValueError(f"overrides={c.overrides!r}: must be a dict of model config fields")
+
+# %% ../nbs/15_training.ipynb #02bc707f
+def _check_model(c:TrainConfig):
+    "A preset that fits the task, with overrides it can be built with; or a readable transformers config"
+    if c.hf_config is not None:
+        if c.task not in LM_TASKS:
+            raise ValueError(f"hf_config: a transformers causal LM trains on a language task {list(LM_TASKS)}, not task={c.task!r}")
+        if c.model is not None: raise ValueError(f"model={c.model!r} and hf_config={c.hf_config!r}: give one of them")
+        _hf_spec(c.hf_config)
+        if importlib.util.find_spec('transformers') is None: raise ImportError(_HF_MISSING)
+        return
+    name = c.model or TASKS[c.task]
+    if isinstance(name, str) and name not in PRESETS:
+        raise ValueError(f"model={name!r}: unknown preset; choose one of {sorted(PRESETS)}")
+    base = PRESETS[name] if isinstance(name, str) else name
+    kind, other = ('language', 'vision') if isinstance(base, LMConfig) else ('vision', 'language')
+    if (kind == 'language') != (c.task in LM_TASKS):
+        raise ValueError(f"model={name!r} is a {kind} model but task={c.task!r} is a {other} task: choose a {other} preset")
+    check_config(base, **c.overrides)
 
 # %% ../nbs/15_training.ipynb #25c8912c
 def log_steps(steps:int, n:int=16)->list:
