@@ -532,13 +532,12 @@ def formula_domain(
     names, pts = check_grid(grid)
     expr = _check_formula(formula, names)
     seeds = check_seeds(seeds); check_int('max_ineq', max_ineq); check_count_kw(count_kw); _check_build(build, names)
-    key = lambda s: tuple(sorted(s.items()))
-    known = {key(r['sizes']): r for r in counted or ()}
-    new = [p for p in pts if key(dict(zip(names, p))) not in known]
+    known = {tuple(sorted(r['sizes'].items())): r for r in counted or ()}
+    at = {p: known.get(tuple(sorted(zip(names, p)))) for p in pts}                       # a row already counted at p, if any
+    new = [p for p in pts if at[p] is None]
     models = {p: build_at(build, dict(zip(names, p)), device) for p in new}               # every size built and run before any count
-    rows = dict(zip(new, count_rows([(models[p], dict(zip(names, p)), 'domain', seeds, count_kw or {}, device) for p in new], workers)))
-    rows = [rows[p] if p in rows else {k: v for k, v in known[key(dict(zip(names, p)))].items() if k not in ('predicted', 'match')} | {'role': 'domain'}
-            for p in pts]
+    got = dict(zip(new, count_rows([(models[p], dict(zip(names, p)), 'domain', seeds, count_kw or {}, device) for p in new], workers)))
+    rows = [got[p] if at[p] is None else {k: v for k, v in at[p].items() if k not in ('predicted', 'match')} | {'role': 'domain'} for p in pts]
     for r in rows: r['predicted'] = int(expr.subs(size_symbols(r['sizes']))); r['verdict'] = _verdict_at(r)
     v = np.array([r['verdict'] for r in rows])
     holds, fails, ineq, alts, why = v == 'holds', v == 'fails', (), [], ''
