@@ -34,9 +34,11 @@ demo: $(STAMP)
 # One torch thread per process: nbdev_test runs two notebooks at once, and two processes each spinning two OpenMP
 # threads on two cores made the notebook run 8x slower (7.5 min instead of 53 s, measured). pytest likewise runs two
 # pytest-xdist workers of one thread each (tests/conftest.py): serially it left one core idle.
+# CONSLAW_CACHE=off: the suite keeps nothing between runs and reads nothing a user's runs kept (~/.cache/conslaw_nb); the
+# structure-check cache is tested on folders its tests make.
 test: $(STAMP) browser
-	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2
+	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 export: $(STAMP)
 	$(BIN)/nbdev_export

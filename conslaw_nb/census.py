@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 import conslaw_nb
-from .core import random_params, atomic_write
+from .core import random_params, atomic_write, cache_folder, code_digest
 from .pde import count_laws
 from .adapters import adapt, NotStated
 from .readers import float64_buffers, batched_experts
@@ -295,20 +295,13 @@ def _layout_key(model_type:str, cfg:dict)->str:
     return json.dumps({k: v for k, v in sorted(cfg.items()) if k not in skip and not k.endswith('_token_id')}, sort_keys=True, default=str)
 
 # %% ../nbs/21_census.ipynb #a1c0f3e8
-def _code_key()->str:
-    "A digest of the package's source and the transformers version: the code that establishes a formula, and the blocks it reads"
-    import hashlib, transformers
-    h = hashlib.sha256(transformers.__version__.encode())
-    for p in sorted(Path(conslaw_nb.__file__).parent.glob('*.py')): h.update(p.read_bytes())
-    return h.hexdigest()[:12]
-
 def formula_cache(cache=None)->Optional[Path]:
     """The file where the census keeps the formulas it established, one per block family and layout, so that a later census of
-    the same family reads them instead of counting its twins again: `cache` (a folder), else the folder $CONSLAW_CACHE names,
-    else none (every formula computed in this process). Keyed by the package's version and source and transformers' version:
-    any change to the code that computes them computes them afresh"""
-    d = cache if cache is not None else os.environ.get('CONSLAW_CACHE')
-    return Path(d)/f"census-formulas-{conslaw_nb.__version__}-{_code_key()}.json" if d else None
+    the same family reads them instead of counting its twins again: `cache` (a folder), else the folder $CONSLAW_CACHE names
+    (`cache_folder`), else none (every formula computed in this process). Keyed by the package's version and `code_digest`
+    (its source, the torch and transformers versions): any change to the code that computes them computes them afresh"""
+    d = cache_folder(cache)
+    return None if d is None else d/f"census-formulas-{conslaw_nb.__version__}-{code_digest()}.json"
 
 # %% ../nbs/21_census.ipynb #282d010c
 def _law_json(l:BlockLaw)->dict:

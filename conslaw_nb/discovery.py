@@ -308,10 +308,9 @@ def law_blocks(
         found, other = transformer_blocks(model)
         mods = dict(model.named_modules())
         skipped = [_lost(p, mods.get(p.split('+')[0], model), r, "count_laws / find_laws on a forward written for it") for p, r in other]
-        copy64 = copy.deepcopy(model).double().eval()
         own = (ChainedMLP, LooseMLP)                                          # built here from loose children: called token by token
         paths = [p for p, _, m in found if not isinstance(m, own)]
-        calls = capture_calls(copy64, paths, seq_len, tokens=[p for p, k, m in found if k == 'mlp' and not isinstance(m, own)])
+        calls = capture_calls(model, paths, seq_len, tokens=[p for p, k, m in found if k == 'mlp' and not isinstance(m, own)])
         for path, kind, m in found:
             if isinstance(m, own): call = Call(d=(m.intermediate.dense if isinstance(m, ChainedMLP) else getattr(m, m.names[0])).in_features)
             else: call = calls.get(path)

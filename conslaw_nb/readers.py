@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['READERS', 'NotStated', 'float64_params', 'float64_buffers', 'Call', 'batched_experts', 'example_inputs', 'Calls',
-           'capture_calls', 'hf_call', 'Layout', 'reference_forward', 'read_hf_attention', 'is_gpt2_attention',
-           'read_gpt2_attention', 'read_ours_attention', 'read_torch_attention', 'is_hf_attention', 'read_attention',
-           'read_gated_mlp', 'is_sequential_mlp', 'read_sequential_mlp', 'is_conv1d_mlp', 'read_conv1d_mlp', 'is_moe',
-           'read_moe', 'reader_of']
+           'capture_calls', 'hf_call', 'Layout', 'Reference', 'reference_forward', 'read_hf_attention',
+           'is_gpt2_attention', 'read_gpt2_attention', 'read_ours_attention', 'read_torch_attention', 'is_hf_attention',
+           'read_attention', 'read_gated_mlp', 'is_sequential_mlp', 'read_sequential_mlp', 'is_conv1d_mlp',
+           'read_conv1d_mlp', 'is_moe', 'read_moe', 'reader_of']
 
 # %% ../nbs/07_adapters.ipynb #79a1349c
 import contextlib, copy, inspect, math
@@ -31,10 +31,10 @@ def float64_params(m:nn.Module)->dict:
     for n, p in m.named_parameters():
         if p.is_meta: raise ValueError(f"`module` ({type(m).__name__}): parameter {n!r} is on the meta device and holds no values: "
                                        "materialise and initialise it first, e.g. module.to_empty(device='cpu') then its init")
-        if not torch.isfinite(p).all():
+        if not torch.isfinite(p.sum(dtype=torch.float64)) and not torch.isfinite(p).all():   # a sum is finite iff every entry is
             raise ValueError(f"`module` ({type(m).__name__}): parameter {n!r} has non-finite entries: modules built from a config start "
                              "uninitialised (torch.empty); initialise them first, e.g. model.apply(model._init_weights)")
-        P[n] = p.detach().to(torch.float64).clone()
+        P[n] = p.detach().to(torch.float64, copy=True)
     return P
 
 def float64_buffers(m:nn.Module)->dict:
@@ -130,8 +130,11 @@ _CACHE_KW = ('past_key_value', 'past_key_values', 'layer_past', 'cache', 'cache_
 
 # %% ../nbs/07_adapters.ipynb #c0a11504
 def _record(model:nn.Module, paths:list, batch:dict)->dict:
-    "path -> (args, kwargs) of the first call each block in `paths` receives in one forward of `model` on `batch`"
+    """path -> (args, kwargs) of the first call each block in `paths` receives in one forward of `model` on `batch`, run in the
+    model's own dtype and on its device (what the blocks receive is kept in float64)"""
     mods, seen = dict(model.named_modules()), {}
+    p0 = next((p for p in model.parameters() if p.is_floating_point()), torch.zeros((), dtype=torch.float64))
+    batch = {k: v.to(p0.device, p0.dtype) if v.is_floating_point() else v.to(p0.device) for k, v in batch.items()}
     def hook(p):
         def h(mod, args, kwargs):
             if p not in seen: seen[p] = (_f64(tuple(args)), _f64({k: (None if k in _CACHE_KW else v) for k, v in kwargs.items()}))
@@ -139,7 +142,7 @@ def _record(model:nn.Module, paths:list, batch:dict)->dict:
     hs = [mods[p].register_forward_pre_hook(hook(p), with_kwargs=True) for p in paths]
     kw = {'use_cache': False} if 'use_cache' in inspect.signature(model.forward).parameters else {}
     try:
-        with torch.no_grad(), exact_ops(torch.float64), batched_experts(model): model(**batch, **kw)
+        with torch.no_grad(), exact_ops(p0.dtype), batched_experts(model): model(**batch, **kw)
     finally:
         for h in hs: h.remove()
     return seen
@@ -197,7 +200,7 @@ def _call_of(p:str, runs:list, token:bool)->Call:
 
 # %% ../nbs/07_adapters.ipynb #c0a1150f
 def capture_calls(
-    model:nn.Module,     # a float64 transformers model in eval mode (a copy: hooks are added and removed)
+    model:nn.Module,     # a transformers model in eval mode, any dtype (hooks are added and removed; its weights are untouched)
     paths:list,          # module paths of the blocks
     seq_len:int=4,       # tokens of the example batches (attention blocks are replayed at this length)
     tokens:tuple=(),     # paths of blocks evaluated token by token (MLPs, MoE)
@@ -355,17 +358,35 @@ def _qk_norm(m:nn.Module, name:str, dk:int)->tuple:
         f"dimension ({dk}): a norm over the whole projection (OLMo2) or per head (Cohere) has other laws")
     return float(getattr(qn, 'variance_epsilon', getattr(qn, 'eps', 0.)) or 0.), _gain_offset(qn, dk)
 
-def reference_forward(m:nn.Module, call:Callable)->Callable:
-    """x -> the module's own forward, on a float64 copy of it, called as `call(module, state, x)` says: what `a.f` must equal.
-    `ref.release()` lets the copy go once the forward is checked (at the width people train it is as large as the block)"""
-    r = copy.deepcopy(m).double()
-    for s in r.modules():                                      # transformers' own expert loop (grouped_mm has no float64)
-        if hasattr(c := getattr(s, 'config', None), '_experts_implementation'): c._experts_implementation = 'eager'
-    box = [r, {**dict(r.named_parameters()), **dict(r.named_buffers())}]
-    def ref(x):
-        with torch.no_grad(), exact_ops(torch.float64): return call(box[0], box[1], x)
-    ref.release = box.clear
-    return ref
+# %% ../nbs/07_adapters.ipynb #385884b0
+@contextlib.contextmanager
+def _eager_experts(m:nn.Module):
+    "transformers' own expert loop while `m` runs in float64 (grouped_mm has none); its configs as they were after"
+    cfgs = {id(c): c for s in m.modules() if hasattr(c := getattr(s, 'config', None), '_experts_implementation')}
+    old = {k: c._experts_implementation for k, c in cfgs.items()}
+    try:
+        for c in cfgs.values(): c._experts_implementation = 'eager'
+        yield
+    finally:
+        for k, c in cfgs.items(): c._experts_implementation = old[k]
+
+class Reference:
+    """x -> the module's own forward in float64, called as `call(module, state, x)` says: what `a.f` must equal. The state is
+    float64 copies of its parameters and buffers: made at the first call, or handed over by `use` (`adapt` hands it the copies
+    it made); `release()` lets them go once the forward is checked (at the width people train they are as large as the block)"""
+    def __init__(self, m:nn.Module, call:Callable): self.m, self.call, self.state = m, call, None
+    def use(self, params:dict):
+        "Evaluate on these float64 `params` (name -> tensor), with the module's buffers in float64"
+        self.state = {**float64_buffers(self.m), **params}
+        return self
+    def release(self): self.state = None
+    def __call__(self, x:Tensor)->Tensor:
+        if self.state is None: self.use(float64_params(self.m))
+        with torch.no_grad(), exact_ops(torch.float64), _eager_experts(self.m): return self.call(self.m, self.state, x)
+
+def reference_forward(m:nn.Module, call:Callable)->Reference:
+    "The module's own forward in float64 as `call(module, state, x)` calls it (a `Reference`): what `a.f` must equal"
+    return Reference(m, call)
 
 # %% ../nbs/07_adapters.ipynb #c0a11530
 def read_hf_attention(

@@ -1,24 +1,28 @@
-"""Overhead of `ConservationMonitor` at scale (issue 41, item 5): a ~100M-parameter transformers causal LM, float32, random init.
-In one process: (a) the one-time cost of building the monitor (time, peak and retained RSS, what the build spent its time in,
+"""Overhead of `ConservationMonitor` at scale (issues 41 and 50): a ~100M-parameter transformers causal LM, float32, random init.
+By default three fresh processes, one structure-check cache folder: (0) the build alone with the cache empty (cold: the
+structures are checked and their twins counted); (1) a monitor built at initialization (zero biases, laws at 0), and (2) one
+built after `--warmup` steps, each with the cache filled. In each process: (a) the one-time cost of building the monitor (time, peak and retained RSS, what the build spent its time in,
 how often the engine counted and checked blocks); (b) the median time of a training step (forward + backward + optimizer
 step) without the monitor and with `monitor.update()` at `every`, interleaved A/B/B/A to cancel drift, and the monitor's
 cost as a fraction of a step with its spread; (c) the memory the monitor holds (RSS, and the tensors reachable from it
 that are not the model's or the optimizer's) and what one update allocates for the moment; then a cProfile of one update.
 A measurement, not a test: it never fails on a missed target (≤ 2 % of a step, ≤ 1 GB), it says by how much it missed.
 
-Usage: python tools/bench_monitor.py [--arch gpt2|llama] [--layers 12] [--batch 4] [--seq 128] [--pairs 8]
+Usage: python tools/bench_monitor.py [--arch gpt2|llama|llama-1b] [--layers N] [--batch 4] [--seq 128] [--pairs 8]
                                      [--optimizer adamw|sgd] [--every 1] [--threads 1] [--out bench_monitor.json]
+       python tools/bench_monitor.py --arch llama-1b --build-only     (the build of a 1.1B-parameter model, cold then warm)
 """
 import argparse, os, sys
 
-ARCHS = {  # ~100M parameters at 12 layers, float32
+ARCHS = {  # ~100M parameters at 12 layers, float32; and a 1.1B one for the build alone
     'gpt2': "GPT-2 small: n_embd 768, 12 heads, vocab 50257, n_positions 1024 (124M at 12 layers; GELU MLP)",
-    'llama': "Llama-shaped: hidden 768, 12 heads (MHA), SwiGLU 2048, vocab 32000, tied embeddings (110M at 12 layers)"}
+    'llama': "Llama-shaped: hidden 768, 12 heads (MHA), SwiGLU 2048, vocab 32000, tied embeddings (110M at 12 layers)",
+    'llama-1b': "TinyLlama-1.1B-shaped: hidden 2048, 22 layers, 32 heads, 4 key/value heads, SwiGLU 5632, vocab 32000 (1.1B)"}
 
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--arch', default='gpt2', choices=list(ARCHS), help='model shape (default %(default)s)')
-    ap.add_argument('--layers', type=int, default=12, help='transformer layers (default %(default)s: the ~100M model)')
+    ap.add_argument('--layers', type=int, default=None, help='transformer layers (default: 12, the ~100M model; 22 for llama-1b)')
     ap.add_argument('--batch', type=int, default=4, help='sequences per step (default %(default)s)')
     ap.add_argument('--seq', type=int, default=128, help='tokens per sequence (default %(default)s)')
     ap.add_argument('--pairs', type=int, default=8, help='A/B pairs timed, A = step, B = step + update (default %(default)s)')
@@ -29,7 +33,11 @@ def parse(argv=None):
     ap.add_argument('--no-profile', action='store_true', help='skip the cProfile of one update')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', default='bench_monitor.json', help='JSON results (default %(default)s)')
+    ap.add_argument('--build-only', action='store_true', help='time the build alone (cold, then warm), no training steps')
+    ap.add_argument('--cache', default=None, help='structure-check cache folder (default: a new temporary folder, empty at start)')
+    ap.add_argument('--one', action='store_true', help=argparse.SUPPRESS)   # one measurement in this process (what the driver runs)
     a = ap.parse_args(argv)
+    if a.layers is None: a.layers = 22 if a.arch == 'llama-1b' else 12
     for k in ('layers', 'batch', 'seq', 'pairs', 'every', 'threads'):
         if getattr(a, k) < 1: ap.error(f'--{k} must be >= 1')
     if a.seq < 2: ap.error('--seq must be >= 2')
@@ -128,9 +136,13 @@ def build_model(arch:str, layers:int, seed:int):
     if arch == 'gpt2':
         cfg = transformers.GPT2Config(n_embd=768, n_layer=layers, n_head=12, vocab_size=50257, n_positions=1024)
         m = transformers.GPT2LMHeadModel(cfg)
-    else:
+    elif arch == 'llama':
         cfg = transformers.LlamaConfig(hidden_size=768, num_hidden_layers=layers, num_attention_heads=12, num_key_value_heads=12,
                                        intermediate_size=2048, vocab_size=32000, max_position_embeddings=1024, tie_word_embeddings=True)
+        m = transformers.LlamaForCausalLM(cfg)
+    else:
+        cfg = transformers.LlamaConfig(hidden_size=2048, num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=4,
+                                       intermediate_size=5632, vocab_size=32000, max_position_embeddings=2048)
         m = transformers.LlamaForCausalLM(cfg)
     return m.float().train()
 
@@ -142,7 +154,8 @@ def stats(xs:list)->dict:
 
 def fmt_b(b:float)->str: return f'{b / 2**20:,.0f} MiB' if abs(b) < 2**30 else f'{b / 2**30:.2f} GiB'
 
-def main(argv=None):
+def run(argv=None):
+    "One measurement in this process (the driver `main` runs it in fresh processes)"
     a = parse(argv)
     os.environ['OMP_NUM_THREADS'] = str(a.threads); os.environ['MKL_NUM_THREADS'] = str(a.threads)
     import time, json, warnings, platform, cProfile, pstats, io
@@ -186,8 +199,8 @@ def main(argv=None):
     calls.wrap([disc_mod], 'adapt_found')
     setup_t = {}
     orig_setup = ConservationMonitor._setup
-    def timed_setup(self):
-        t0 = time.perf_counter(); orig_setup(self); setup_t['s'] = time.perf_counter() - t0
+    def timed_setup(self, *args):
+        t0 = time.perf_counter(); orig_setup(self, *args); setup_t['s'] = time.perf_counter() - t0
     ConservationMonitor._setup = timed_setup
     counted0 = len(ad_mod._COUNTED)
     rss0 = settle(); ok_peak = reset_peak()
@@ -220,6 +233,10 @@ def main(argv=None):
     say(f"  built in {build_s:.1f} s: {len(blocks)} blocks ({len(structs)} structures), {len(monitor.h0)} law/control keys; "
         f"check_laws {b['check_laws']['calls']}x {b['check_laws']['seconds']:.1f} s, count_laws {b['count_laws']['calls']}x "
         f"{b['count_laws']['seconds']:.1f} s; peak RSS +{fmt_b(b['peak_rss_delta'] or 0)}, retained +{fmt_b(b['retained_rss_delta'])}")
+
+    if a.build_only:
+        with open(a.out, 'w') as f: json.dump(res, f, indent=1, default=str)
+        return res
 
     # ---- (c) what the monitor holds: tensors reachable from it that are not the model's or the optimizer's
     own = {t_.untyped_storage().data_ptr() for t_ in list(model.parameters()) + list(model.buffers())}
@@ -307,5 +324,32 @@ def main(argv=None):
     with open(a.out, 'w') as f: json.dump(res, f, indent=1, default=str)
     say(f"\nwrote {a.out}")
     return res
+
+def main(argv=None):
+    "Each measurement in a fresh process, one structure-check cache folder: the build cold, then at initialization and after warm-up"
+    import json, subprocess, tempfile
+    a = parse(argv)
+    if a.one: return run(argv)
+    cache = a.cache or tempfile.mkdtemp(prefix='conslaw_bench_cache_')
+    env = dict(os.environ, CONSLAW_CACHE=cache)
+    rest = [x for x in (argv if argv is not None else sys.argv[1:]) if x not in ('--build-only',)]
+    plan = [('build, cache empty (cold)', ['--warmup', '0', '--build-only'])]
+    plan += ([('build, cache filled (warm)', ['--warmup', '0', '--build-only'])] if a.build_only else
+             [('built at initialization', ['--warmup', '0']), (f'built after {a.warmup} warm-up steps', ['--warmup', str(a.warmup)])])
+    out = {}
+    for i, (what, extra) in enumerate(plan):
+        print(f"\n==== {what} (a fresh process; cache {cache})", flush=True)
+        o = f"{a.out}.{i}.json"
+        subprocess.run([sys.executable, __file__, *rest, '--one', *extra, '--out', o], env=env, check=True)
+        out[what] = json.load(open(o))
+    print('\n==== summary')
+    for what, r in out.items():
+        t = r.get('timing', {})
+        line = f"{what:<32} build {r['build']['seconds']:6.2f} s"
+        if t: line += (f"; update / step {100 * t['update_over_step']['median']:.2f} % (median of {t['update_over_step']['n']} pairs; "
+                       f"update {t['update']['median'] * 1e3:.0f} ms, step {t['step']['median']:.2f} s)")
+        print(line)
+    with open(a.out, 'w') as f: json.dump(out, f, indent=1, default=str)
+    return out
 
 if __name__ == '__main__': main()
