@@ -130,7 +130,8 @@ def _count_check(a:'Adapted', seq_len:int, causal, count_max_D:int):
     why = f'not run: D = {D} > count_max_D = {count_max_D}'
     t = _twin(a.module)
     if t is None: return why + ' (no smaller twin of this block could be built)'
-    try: b = adapt(t, seq_len, causal, check=True, count_max_D=count_max_D)
+    Dt = sum(p.numel() for p in t.parameters())       # the twin is counted whatever its size (a GQA group of 8 makes it 2,304)
+    try: b = adapt(t, seq_len, causal, check=True, count_max_D=max(count_max_D, Dt))
     except NotStated as e: raise NotStated(f"{type(a.module).__name__}, at a small twin of its configuration: {str(e).split('; `conslaw_nb')[0]}") from None
     same = {k: v for k, v in a.meta.items() if k not in _SHAPE_META} == {k: v for k, v in b.meta.items() if k not in _SHAPE_META}
     if not same: return why + ' (its twin differs in more than its widths)'
