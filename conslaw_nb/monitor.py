@@ -208,9 +208,10 @@ class ConservationMonitor:
         return self._scratch[k].copy_(v)
 
 # %% ../nbs/14_monitor.ipynb #ace09357
-def _own(v:Tensor, Q:dict)->Tensor:
-    "`v`, cloned when it shares memory with one of the block's (reused) float64 parameters in `Q`"
-    ptrs = {q.untyped_storage().data_ptr() for q in Q.values()}
+def _own(v:Tensor, bufs:list)->Tensor:
+    "`v`, cloned when it shares memory with one of the reused float64 buffers `bufs` (the next block of that shape overwrites them)"
+    if not bufs: return v
+    ptrs = {b.untyped_storage().data_ptr() for b in bufs}
     return v.clone() if v.untyped_storage().data_ptr() in ptrs else v
 
 @patch
@@ -227,11 +228,12 @@ def laws(self:ConservationMonitor,
         for (name, a), pre in zip(self.blocks, self._prefix):
             if only is not None and name not in only: continue
             Q = self._block_params(P, pre, a)
+            bufs = [q for q in Q.values() if any(q is b for b in self._scratch.values())]
             if name in self._found:
                 r = _found_eval(a, self._found[name], Q, controls, quad=quad)
                 c = a.controls(Q) if not self._found[name] and controls else {}
             else: r, c = a.rows_and_controls(Q) if controls else (a.law_rows(Q), {})    # one pass: the Grams give both
-            out |= {(k, name): _own(v, Q) for k, v in r.items() if v.numel()} | {(k, name): _own(v, Q) for k, v in c.items()}
+            out |= {(k, name): _own(v, bufs) for k, v in r.items() if v.numel()} | {(k, name): _own(v, bufs) for k, v in c.items()}
     return out
 
 # %% ../nbs/14_monitor.ipynb #46a65832
@@ -440,7 +442,8 @@ def read_optimizer(
 @patch
 def update(self:ConservationMonitor,
     optimizer=None,   # the optimizer that just stepped, or a wrapper holding it (default: the one given at construction)
-)->list:              # the records of this step when it is measured (every `every` calls), else None
+    measure:bool=None,# measure this step: None, every `every` calls; False, keep the decay only; True, now
+)->list:              # the records of this step when it is measured, else None
     "Call once per training step, right after `optimizer.step()` (before a scheduler's step): keep the decay, measure every `every`"
     opt = inner_optimizer(optimizer) if optimizer is not None else self._opt
     self.step += 1
@@ -454,7 +457,7 @@ def update(self:ConservationMonitor,
                 if n is None: continue
                 if known: self._logc[n] = self._logc.get(n, 0.) + math.log1p(-g['lr'] * g['weight_decay'])
                 else: self._unknown.add(n)
-    if self.step % self.every: return None
+    if measure is False or (measure is None and self.step % self.every): return None
     recs = self.measure()
     self.history += recs
     return recs
@@ -532,25 +535,26 @@ class _Callback:
     """A transformers `Trainer` callback (`ConservationCallback`): the monitor built when training begins, on the main process only,
     reading the Trainer's optimizer through accelerate's wrapper; updated after each optimizer step; its families in the logs"""
     def __init__(self,
-        every:int=1,          # measure every `every` optimizer steps (the Trainer's logs also get a fresh one when they are written)
+        every:int=None,       # also measure every `every` optimizer steps; None: only when the Trainer writes its logs (`logging_steps`)
         controls:bool=True,   # also the controls (the laws-vs-controls ratio needs them)
         prefix:str='conslaw', # the log names: '{prefix}/{family}/{name}', the names of `LOG_NAMES` (ratio, at_floor, law_drift, ...)
     ):
-        self.every, self.controls, self.prefix, self.monitor = check_int('every', every, 1), controls, prefix, None
+        self.every = None if every is None else check_int('every', every, 1)
+        self.controls, self.prefix, self.monitor = controls, prefix, None
     def attach(self, trainer):
         "Put this callback first among `trainer`'s callbacks, so its values are in the logs every `report_to` logger receives"
         trainer.callback_handler.callbacks.insert(0, self)
         return trainer
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
         if not state.is_world_process_zero: return        # under torchrun/DDP the replicas hold the same weights: rank 0 measures
-        self.monitor = ConservationMonitor(model, self.controls, self.every, optimizer)
+        self.monitor = ConservationMonitor(model, self.controls, self.every or 1, optimizer)
     def on_optimizer_step(self, args, state, control, optimizer=None, **kw):
-        if self.monitor is not None: self.monitor.update(optimizer)
+        if self.monitor is not None: self.monitor.update(optimizer, measure=None if self.every else False)   # the decay, every step
     def on_log(self, args, state, control, logs=None, **kw):
         if logs is None or self.monitor is None: return
         m = self.monitor
-        recs = None if m.history and m.history[-1]['step'] == m.step else m.measure()
-        vals = m.logs(recs, self.prefix)
+        if not (m.history and m.history[-1]['step'] == m.step): m.history += m.measure()   # this step, measured once
+        vals = m.logs(None, self.prefix)
         logs.update(vals)
         if state.log_history and state.log_history[-1].get('step') == state.global_step: state.log_history[-1].update(vals)
 
