@@ -108,12 +108,15 @@ def _twin(m:nn.Module):
     "The same transformers block class and config at the smallest widths (key/value heads ≤ 2, query group kept), or None"
     cfg = getattr(m, 'config', None) or getattr(getattr(m, 'experts', None), 'config', None)   # a MoE block keeps it on its experts
     if cfg is None and is_conv1d_mlp(m):                   # GPT-2's MLP keeps no config: the same module with d = 2, d_ff = 3
-        t = copy.deepcopy(m); t.c_fc, t.c_proj = type(m.c_fc)(3, 2), type(m.c_proj)(2, 3)
+        t = copy.deepcopy(m)
+        t.c_fc, t.c_proj = type(m.c_fc)(3, 2), type(m.c_proj)(2, 3)
         return init_generic(t.double()).train(m.training)
     if cfg is None or not hasattr(cfg, 'to_dict'): return None
     cfg = copy.deepcopy(cfg)
-    H = getattr(cfg, 'num_attention_heads', 2) or 2; Hkv = getattr(cfg, 'num_key_value_heads', None) or H
-    Hkv2 = min(Hkv, 2); H2 = max(H // Hkv, 1) * Hkv2
+    H = getattr(cfg, 'num_attention_heads', 2) or 2
+    Hkv = getattr(cfg, 'num_key_value_heads', None) or H
+    Hkv2 = min(Hkv, 2)
+    H2 = max(H // Hkv, 1) * Hkv2
     new = dict(num_attention_heads=H2, num_key_value_heads=Hkv2, head_dim=2, hidden_size=2*H2, intermediate_size=3, moe_intermediate_size=2)
     if getattr(cfg, 'shared_expert_intermediate_size', 0): new['shared_expert_intermediate_size'] = 2
     for k, v in new.items():
@@ -187,7 +190,8 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
     X = a.inputs(3, torch.Generator().manual_seed(12345))
     if ref is None: checks['forward'] = 'not run: another mask than the module\'s own'
     else:
-        rel = checks['forward'] = forward_gap(a.f, a.params, ref, X); getattr(ref, 'release', list)()
+        rel = checks['forward'] = forward_gap(a.f, a.params, ref, X)
+        getattr(ref, 'release', list)()
         if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
                                                    f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
     key = json.dumps([type(a.module).__qualname__, repr(sorted(a.meta.items())), [[n, list(p.shape)] for n, p in a.params.items()], seq_len])
@@ -197,7 +201,8 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
         checks['laws_at'] = f"a block of this structure, checked earlier ({known['file']})" if 'file' in known else 'another block of this structure, checked first'
     else:
         n = CHECK_SAMPLES if D <= WIDE_D else CHECK_SAMPLES_WIDE
-        k = check_laws(a.laws, a.f, a.params, a.inputs, n_samples=n); checks['laws'], checks['laws_inputs'] = k.max_rel, n
+        k = check_laws(a.laws, a.f, a.params, a.inputs, n_samples=n)
+        checks['laws'], checks['laws_inputs'] = k.max_rel, n
         if not k.max_rel <= law_tol(): raise NotStated(f"{name}: the laws adapt states do not hold: largest relative <∇h, ∇f> = "
                                                        f"{k.max_rel:.1e} (tolerance {law_tol():.1e})")
         STRUCTURES.put(key, laws=k.max_rel, laws_inputs=n)
@@ -205,7 +210,8 @@ def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->dict
         if 'twin' not in known: STRUCTURES.put(key, twin=_count_check(a, seq_len, causal, count_max_D))
         checks['count'] = STRUCTURES.get(key)['twin']
         return checks
-    c = _COUNTED.get(key) or count_laws(a.f, a.params, a.inputs, progress=False); checks['count'] = c
+    c = _COUNTED.get(key) or count_laws(a.f, a.params, a.inputs, progress=False)
+    checks['count'] = c
     if c.status == 'ok': _COUNTED[key] = c
     if c.status != 'ok': raise NotStated(f"{name}: the engine's count is ambiguous ({c.reason}): the {a.expected} laws adapt states "
                                          "cannot be confirmed")
@@ -235,7 +241,8 @@ def adapt(
                 "`conslaw_nb.discovery.law_blocks(model)` to get them all") if inner else ''
         raise NotStated(f"adapt does not support `module` = {type(module).__name__}{hint}. Supported: "
                         + '; '.join(w for _, _, w in READERS) + ('' if inner else FOUND_HINT))
-    params = float64_params(module); check_eval(module)
+    params = float64_params(module)
+    check_eval(module)
     if call is not None and call.data: raise NotStated(
         f"{type(module).__name__} is called with arguments computed from the data beside its hidden states "
         f"({', '.join(str(w) for w, _, _ in call.data)}: e.g. a cross-attention's memory): the stated laws are those of a block of "
@@ -245,6 +252,8 @@ def adapt(
         ref = kw.pop('ref')
         if ref is not None: ref.use(params)                  # the reference forward on the float64 copies just made
         a = Adapted(module=module, params=params, **kw)
-        if check: probe_dtype(a); a.checks = _verify(a, ref, count_max_D, seq_len, causal)
+        if check:
+            probe_dtype(a)
+            a.checks = _verify(a, ref, count_max_D, seq_len, causal)
     except NotStated as e: raise NotStated(str(e) + FOUND_HINT) from None
     return a

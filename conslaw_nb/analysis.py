@@ -32,7 +32,9 @@ def ols_slope(
     g = np.zeros(len(x), int) if groups is None else np.unique(np.asarray(groups), return_inverse=True)[1]
     G, n = g.max() + 1 if len(g) else 0, len(x)
     xc, yc = x.copy(), y.copy()
-    for i in range(G): xc[g == i] -= x[g == i].mean(); yc[g == i] -= y[g == i].mean()
+    for i in range(G):
+        xc[g == i] -= x[g == i].mean()
+        yc[g == i] -= y[g == i].mean()
     sxx = (xc ** 2).sum()
     if n < 2 or sxx == 0: return dict(slope=float('nan'), ci=[float('nan')] * 2, n=n)
     slope = float((xc * yc).sum() / sxx)
@@ -386,7 +388,8 @@ def plot_eps_vs_step(
         ax.loglog(*zip(*pts), ls='--' if ctrl else '-', color=_KIND_STYLE[key[0]], alpha=.8, lw=1,
                   label=key[0] if not any(l.get_label() == key[0] for l in ax.lines) else None)
     ax.set(xlabel='step k', ylabel='ε (Eq. 10)', title=run)
-    ax.legend(fontsize=7, ncol=2); return ax
+    ax.legend(fontsize=7, ncol=2)
+    return ax
 
 # %% ../nbs/16_analysis.ipynb #d320b560
 def plot_eps_vs_tau(
@@ -407,7 +410,8 @@ def plot_eps_vs_tau(
         c = np.mean([math.log(r['eps']) - fit.tau_exponent * math.log(r['lr']) for r in at])
         ax.loglog(t, np.exp(c) * t ** fit.tau_exponent, 'k-', lw=1.5,
                   label=f"fit τ^{fit.tau_exponent:.2f} (k={k}, τk ≤ {fit.tk_max:g})")
-    ax.set(xlabel='step size τ', ylabel='ε', title=f'conservation error vs step size ({fit.optim})'); ax.legend(fontsize=7)
+    ax.set(xlabel='step size τ', ylabel='ε', title=f'conservation error vs step size ({fit.optim})')
+    ax.legend(fontsize=7)
     return ax
 
 # %% ../nbs/16_analysis.ipynb #a3ce2096
@@ -421,7 +425,8 @@ def plot_exponents(fit:ExponentFit, ax=None):
         ax.semilogx(*zip(*pts), '.', color=c, alpha=.6, label=lab)
         ax.axhline(ref, color=c, lw=.8, ls=':')
     ax.axvline(fit.tk_max, color='k', lw=.8, ls='--', label='fit regime edge')
-    ax.set(xlabel='τ·k', ylabel='local exponent', title='exponents fall as training moves on'); ax.legend(fontsize=7)
+    ax.set(xlabel='τ·k', ylabel='local exponent', title='exponents fall as training moves on')
+    ax.legend(fontsize=7)
     return ax
 
 def plot_bound_constant(recs:list, ax=None):
@@ -435,7 +440,8 @@ def plot_bound_constant(recs:list, ax=None):
                         for r in rows if (r['optim'], r['schedule'], r['lr'], r['seed']) == (opt, sch, lr, 0))
             if rs: ax.loglog(*zip(*rs), m, lw=1, label=f'{opt} {sch} τ0={lr:g}')
     ax.set(xlabel='step k', ylabel='ε/(τ²k) (const) · ε/τ0² (decay)', title="the bound's constant stays bounded")
-    ax.legend(fontsize=6, ncol=2); return ax
+    ax.legend(fontsize=6, ncol=2)
+    return ax
 
 def plot_drift(recs:list, ax=None):
     "Predicted against measured conservation error (every law block, step and GD/SGD run)"
@@ -444,10 +450,12 @@ def plot_drift(recs:list, ax=None):
     for kind in QUAD_KINDS:
         pts = [(r['eps'], r['eps_pred']) for r in recs if r['kind'] == kind and r['optim'] in ('gd', 'sgd')]
         if pts: ax.loglog(*zip(*pts), '.', ms=3, color=_KIND_STYLE[kind], alpha=.5, label=kind)
-    lo, hi = ax.get_xlim(); ax.plot([lo, hi], [lo, hi], 'k-', lw=.8, label='y = x')
+    lo, hi = ax.get_xlim()
+    ax.plot([lo, hi], [lo, hi], 'k-', lw=.8, label='y = x')
     err = np.nanmax([r['drift_abs'] for r in recs if r['kind'] in QUAD_KINDS and r['optim'] in ('gd', 'sgd')])
     ax.set(xlabel='measured ε', ylabel='ε predicted from the gradients', title=f'max |Δh − Δh_pred| / |h(θ0)| = {err:.1e}')
-    ax.legend(fontsize=7); return ax
+    ax.legend(fontsize=7)
+    return ax
 
 # %% ../nbs/16_analysis.ipynb #c430c5e2
 CONTROL_OF = {'rope_qk': 'q_norm', 'mha_qk': 'q_norm', 'mha_vo': 'v_norm', 'swiglu': 'down_norm', 'experts': 'down_norm',
@@ -481,7 +489,8 @@ def plot_eps_by_tau(
             if ls == '-': ax.fill_between(k, [min(by[s]) for s in k], [max(by[s]) for s in k], color=col, alpha=.2, lw=0)
     ax.set(xlabel='step k', ylabel='ε (Eq. 10)', title=f"{FAMILIES.get(family, family)} ({optim}, {schedule})"
            + (f"\ndashed: {FAMILIES[CONTROL_OF[family]]}" if controls and ctrl else ''))
-    ax.legend(fontsize=6); return ax
+    ax.legend(fontsize=6)
+    return ax
 
 # %% ../nbs/16_analysis.ipynb #c430c5e3
 def plot_vs_bound(
@@ -497,7 +506,9 @@ def plot_vs_bound(
         pts = [(r['eps_bound'], r['eps']) for r in recs if record_family(r) == f and has_bound(r) and r['schedule'] == schedule]
         lab = f"{FAMILIES[f]} (median ratio {np.median([e / b for b, e in pts]):.0e})" if pts else None
         if pts: ax.loglog(*zip(*pts), '.', ms=2, alpha=.3, color=f'C{i}', label=lab)
-    lo, hi = ax.get_xlim(); ax.plot([lo, hi], [lo, hi], 'k-', lw=.8, label='y = x (the bound)')
+    lo, hi = ax.get_xlim()
+    ax.plot([lo, hi], [lo, hi], 'k-', lw=.8, label='y = x (the bound)')
     ax.set(xlabel='bound: (C_h C_L / 2) Σ τ² · mean 1/‖h_i(θ0)‖', ylabel='measured ε (Eq. 10)',
            title=f'measured against the bound ({schedule} steps)')
-    ax.legend(fontsize=6); return ax
+    ax.legend(fontsize=6)
+    return ax

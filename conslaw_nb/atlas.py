@@ -50,10 +50,12 @@ def alibi_attention(
     slopes:Tensor=None,   # (H,) bias slopes; None: `alibi_slopes(H)`
 )->Tensor:                # (T, d)
     "Multi-head attention with linear biases: score(p, q) − m_h·|p − q|, the slopes fixed"
-    s = check_params(params, _QKVO); _seq(X, s['d'], params['Q'])
+    s = check_params(params, _QKVO)
+    _seq(X, s['d'], params['Q'])
     m = (alibi_slopes(s['H']) if slopes is None else slopes).to(X)
     if m.shape != (s['H'],): raise ValueError(f"`slopes` must have shape (H,) = ({s['H']},), got {tuple(m.shape)}")
-    T = X.shape[-2]; pos = torch.arange(T, dtype=X.dtype, device=X.device)
+    T = X.shape[-2]
+    pos = torch.arange(T, dtype=X.dtype, device=X.device)
     bias = -m[:, None, None]*(pos[:, None] - pos[None]).abs()                       # (H, T, T), no parameter in it
     return mha(params, X, causal=causal, mask=bias)
 
@@ -64,7 +66,8 @@ def window_attention(
 )->Tensor:
     "Causal multi-head attention over a sliding window, as in Mistral and Gemma's local layers: p sees p − window < q <= p"
     check_int('window', window)
-    s = check_params(params, _QKVO); _seq(X, s['d'], params['Q'])
+    s = check_params(params, _QKVO)
+    _seq(X, s['d'], params['Q'])
     return mha(params, X, mask=causal_mask(X.shape[-2], window=window, device=X.device))
 
 # %% ../nbs/20_atlas.ipynb #4b176559
@@ -75,7 +78,8 @@ def qk_norm_attention(
     rope:bool=True,       # rotate normalised queries and keys (`blocks.apply_rope`, transformers' pairing)
 )->Tensor:
     "Qwen3-style attention: RMSNorm on every head's queries and keys (gains shared across heads), then RoPE"
-    s = check_params(params, {**_QKVO, 'q_norm': ('dk',), 'k_norm': ('dk',)}); _seq(X, s['d'], params['Q'])
+    s = check_params(params, {**_QKVO, 'q_norm': ('dk',), 'k_norm': ('dk',)})
+    _seq(X, s['d'], params['Q'])
     norm = lambda z, g: rms_norm_ref(z, z.shape[-1:], g, eps)      # `core.rms_norm_ref`: F.rms_norm written out, as `exact_ops` runs it
     return mha({k: params[k] for k in 'QKVO'}, X, rope=rope, qk=lambda q, k: (norm(q, params['q_norm']), norm(k, params['k_norm'])))
 
@@ -107,7 +111,8 @@ def linear_attention(
 )->Tensor:
     "Kernelised (linear) attention without softmax: y_p = Σ_q φ(q_p)·φ(k_q) v_q / Σ_q φ(q_p)·φ(k_q), non-causal"
     check_choice('feature', feature, _FEATURES)
-    s = check_params(params, _QKVO); _seq(X, s['d'], params['Q'])
+    s = check_params(params, _QKVO)
+    _seq(X, s['d'], params['Q'])
     return mha(params, X, kernel=_linear_kernel(_FEATURES[feature]))          # `blocks.attention` with this kernel
 
 # %% ../nbs/20_atlas.ipynb #528f9e3c
@@ -128,7 +133,8 @@ def diag_ssm(
     X:Tensor,             # (T, d)
 )->Tensor:                # (T, d)
     "A diagonal linear state-space (recurrent) block: h_t = a ⊙ h_{t−1} + B x_t, y_t = C h_t, h_0 = 0"
-    s = check_params(params, {'a': ('n',), 'B': ('n', 'd'), 'C': ('d', 'n')}); _seq(X, s['d'], params['B'])
+    s = check_params(params, {'a': ('n',), 'B': ('n', 'd'), 'C': ('d', 'n')})
+    _seq(X, s['d'], params['B'])
     return _scan(X, params['a'], params['B'], params['C'])
 
 def selective_ssm(
@@ -136,7 +142,8 @@ def selective_ssm(
     X:Tensor,             # (T, d)
 )->Tensor:
     "Its selective variant (Mamba's S6, one step Δ_t for all states): h_t = exp(Δ_t a) ⊙ h_{t−1} + Δ_t B x_t, y_t = C h_t"
-    s = check_params(params, {'a': ('n',), 'B': ('n', 'd'), 'C': ('d', 'n'), 'w': ('d',), 'b': ()}); _seq(X, s['d'], params['B'])
+    s = check_params(params, {'a': ('n',), 'B': ('n', 'd'), 'C': ('d', 'n'), 'w': ('d',), 'b': ()})
+    _seq(X, s['d'], params['B'])
     return _scan(X, params['a'], params['B'], params['C'], lambda x: F.softplus(x @ params['w'] + params['b']))
 
 # %% ../nbs/20_atlas.ipynb #21990f31
@@ -146,7 +153,8 @@ def glu(
     act:str='gelu',       # 'gelu' (GeGLU), 'relu' (ReGLU) or 'silu' (SwiGLU)
 )->Tensor:
     "The gated MLP A (act(B x) ⊙ C x) of Shazeer (2020) in the paper's notation: `blocks.gated_mlp(x, B, C, A, act)`"
-    s = check_params(params, {'A': ('d', 'd1'), 'B': ('d1', 'd'), 'C': ('d1', 'd')}); check_input(x, s['d'], params['A'])
+    s = check_params(params, {'A': ('d', 'd1'), 'B': ('d1', 'd'), 'C': ('d1', 'd')})
+    check_input(x, s['d'], params['A'])
     return gated_mlp(x, params['B'], params['C'], params['A'], act)
 
 # %% ../nbs/20_atlas.ipynb #025bc0b0
@@ -177,7 +185,8 @@ def decoder_layer(
     eps:float=None,       # the norms' epsilon; None: 1e-6 for RMSNorm, 1e-5 for LayerNorm
 )->Tensor:
     "One transformer layer in the paper's notation: `blocks.transformer_layer` with attention Q, K, V, O and SwiGLU A, B, C"
-    check_choice('norm', norm, _NORMS); check_choice('order', order, _ORDERS)
+    check_choice('norm', norm, _NORMS)
+    check_choice('order', order, _ORDERS)
     s = check_params(params, _decoder_spec(norm))
     _seq(X, s['d'], params['A'])
     p = {**linear_weights(params), 'gate': params['B'], 'up': params['C'], 'down': params['A'],
@@ -222,7 +231,9 @@ def gd_drift(
     "Relative change of the laws `h` and of a non-conserved control under k steps of plain GD, at step τ and τ/2"
     if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
         raise ValueError(f"`step` must be a finite number > 0, got {step!r}")
-    check_int('n_steps', n_steps); check_int('n_data', n_data); check_int('seed', seed, 0)
+    check_int('n_steps', n_steps)
+    check_int('n_data', n_data)
+    check_int('seed', seed, 0)
     fn, p0 = as_functional(f, params)
     gen = torch.Generator().manual_seed(seed)
     X = draw_inputs(sample_inputs, n_data, gen, next(iter(p0.values())).device, torch.float64)
@@ -231,7 +242,9 @@ def gd_drift(
     loss = lambda p: ((out(p) - Y)**2).sum()/(2*n_data)
     lr = step*float(_flat(p0).norm()/_flat(torch.func.grad(loss)(p0)).norm())
     ctrl = lambda p: torch.stack([v.pow(2).sum() for v in p.values()])
-    def rel(q, p): a, b = _flat(q(p0)), _flat(q(p)); return float((b - a).abs().max()/a.abs().max())
+    def rel(q, p):
+        a, b = _flat(q(p0)), _flat(q(p))
+        return float((b - a).abs().max()/a.abs().max())
     end, half = gradient_descent(loss, p0, lr, n_steps)[-1], gradient_descent(loss, p0, lr/2, n_steps)[-1]
     moved = float(_flat({k: end[k] - p0[k] for k in p0}).norm()/_flat(p0).norm())
     chk = check_laws(h, fn, end, sample_inputs, seed=seed + 1).max_rel
@@ -246,10 +259,18 @@ def _attn(H:int, d:int, dk:int, dv:int, Hkv:int=None)->dict:
 
 def _width(*w, d=None): return max(w) + 1 if d is None else d         # d: wider than every head, unless given
 
-def _gqa(G, dk, dv, d=None): d = _width(dk, dv, d=d); return (lambda p, X: mha(p, X)), _attn(2*G, d, dk, dv, G), gaussian_inputs(_T, d)
-def _mqa(H, dk, dv, d=None): d = _width(dk, dv, d=d); return (lambda p, X: mha(p, X)), _attn(H, d, dk, dv, 1), gaussian_inputs(_T, d)
-def _alibi(H, dk, dv, d=None): d = _width(dk, dv, d=d); return alibi_attention, _attn(H, d, dk, dv), gaussian_inputs(_T, d)
-def _window(H, dk, dv, d=None): d = _width(dk, dv, d=d); return window_attention, _attn(H, d, dk, dv), gaussian_inputs(_T + 1, d)
+def _gqa(G, dk, dv, d=None):
+    d = _width(dk, dv, d=d)
+    return (lambda p, X: mha(p, X)), _attn(2*G, d, dk, dv, G), gaussian_inputs(_T, d)
+def _mqa(H, dk, dv, d=None):
+    d = _width(dk, dv, d=d)
+    return (lambda p, X: mha(p, X)), _attn(H, d, dk, dv, 1), gaussian_inputs(_T, d)
+def _alibi(H, dk, dv, d=None):
+    d = _width(dk, dv, d=d)
+    return alibi_attention, _attn(H, d, dk, dv), gaussian_inputs(_T, d)
+def _window(H, dk, dv, d=None):
+    d = _width(dk, dv, d=d)
+    return window_attention, _attn(H, d, dk, dv), gaussian_inputs(_T + 1, d)
 def _lin_elu(H, dk, dv, d=None):
     d = _width(dk, dv, d=d)
     return (lambda p, X: linear_attention(p, X, 'elu')), _attn(H, d, dk, dv), gaussian_inputs(_T, d)
@@ -336,7 +357,7 @@ _block('linear-elu', 'Linear attention, φ = elu + 1 (dk ≥ 2)', _lin_elu, {'H'
 _block('linear-exp', 'Linear attention, φ = exp (dk = 2)', _lin_exp, {'H': [1, 2], 'd': [2, 3, 4], 'dv': [1, 2, 3]},
        [{'H': 3, 'd': 3, 'dv': 1}, {'H': 1, 'd': 5, 'dv': 2}], {'H': 1, 'd': 3, 'dv': 1}, 'H*(d + dv*(dv+1)/2)',
        'exp(x(Q + u1ᵀ)) = e^{x·u} exp(xQ): a shift u ∈ R^d of every query column cancels in the normalisation; V, O keep GL(dv)',
-       x='d');
+       x='d')
 
 # %% ../nbs/20_atlas.ipynb #61a7878b
 _block('diag-ssm', 'Diagonal linear SSM: h_t = a ⊙ h_{t−1} + B x_t, y_t = C h_t', _diag, {'n': [1, 2, 3], 'd': [1, 2]},
@@ -353,7 +374,7 @@ _block('reglu', 'ReGLU: A (ReLU(B x) ⊙ C x) (d ≥ 2)', _glu('relu'), {'d': [2
        'two rescalings per unit: C_i against A_:,i, and B_i against A_:,i (ReLU is positively homogeneous)', x='d1')
 _block('moe-shared', 'Fine-grained MoE: E experts of width d1, top-2, a shared expert of width s', _moe,
        {'E': [3, 4], 'd1': [1, 2], 's': [1, 2], 'd': [2, 3]}, [{'E': 6, 'd1': 2, 's': 3, 'd': 2}], {'E': 3, 'd1': 1, 's': 1, 'd': 2},
-       'E*d1 + d + s', "each SwiGLU expert's d1 rescalings, the shared expert's s, and the router shift W_i → W_i + u (softmax)");
+       'E*d1 + d + s', "each SwiGLU expert's d1 rescalings, the shared expert's s, and the router shift W_i → W_i + u (softmax)")
 
 # %% ../nbs/20_atlas.ipynb #1c348895
 def _norm_symmetry(order:str, norm:str)->str:
@@ -519,7 +540,9 @@ def plot_atlas(
             for t in r.fit.rows:
                 if other(t) == c and t['status'] == 'ok':
                     ax.plot(t['sizes'][x0], t['counts'][0], ls='none', color=f'C{i}', **marks[t['role']])
-        ax.set_title(f"{r.block.name}: {r.fit.expr}", fontsize=8); ax.set_xlabel(x0, fontsize=8); ax.tick_params(labelsize=7)
+        ax.set_title(f"{r.block.name}: {r.fit.expr}", fontsize=8)
+        ax.set_xlabel(x0, fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in list(axs.flat)[len(rows):]: ax.axis('off')
     for ax in axs[:, 0]: ax.set_ylabel('laws', fontsize=8)

@@ -51,7 +51,8 @@ def mha(
     kernel=None,          # `blocks.attention`'s hook: (q, k, v) -> per-head outputs in place of the softmax (linear attention)
 )->Tensor:                # (T, d)
     "Multi-head attention Σ_i softmax(X Q_i K_{g(i)}ᵀ Xᵀ/√dk) X V_{g(i)} O_iᵀ (g(i) = i // (H/H_kv)), through `blocks.attention`"
-    H, d, dk, dv = _check_qkvo(params); Hkv = params['K'].shape[0]
+    H, d, dk, dv = _check_qkvo(params)
+    Hkv = params['K'].shape[0]
     check_finite(params)                                         # skipped under vmap, where it cannot run
     if not isinstance(X, Tensor): raise TypeError(f"`X` must be a tensor: a sequence (T, d) with d = {d}, got {type(X).__name__}")
     if X.dim() < 2 or X.shape[-1] != d: raise ValueError(f"`X` has shape {tuple(X.shape)}: pass a sequence (T, d) with d = {d}, the width of Q")
@@ -145,7 +146,8 @@ def _layout(m, num_heads=None):
                                    "or a module with q_proj/k_proj/v_proj/o_proj (nn.Linear)")
     if len(found) > 1 and found[0][0] != '':
         raise ValueError(f"{type(m).__name__} holds {len(found)} attention blocks ({', '.join(n for n,_,_ in found)}): pass the one you mean")
-    name, a, k = found[0]; prefix = name + '.' if name else ''
+    name, a, k = found[0]
+    prefix = name + '.' if name else ''
     if k == 'torch': H = Hkv = a.num_heads
     else:
         H, Hkv = _attr(a, 'num_heads', 'num_attention_heads'), _attr(a, 'num_key_value_heads')
@@ -185,7 +187,8 @@ def _qkvo(kind, prefix, H, Hkv, p:dict)->dict:
     "The {'Q','K','V','O'} dict (K, V with H_kv heads) from the named tensors `p` of an attention block of `kind`"
     g = lambda n: p[prefix + n]
     if kind == 'torch':
-        W = g('in_proj_weight'); E = W.shape[1]                      # (3E, E): rows [W_q; W_k; W_v], y = x Wᵀ
+        W = g('in_proj_weight')
+        E = W.shape[1]  # (3E, E): rows [W_q; W_k; W_v], y = x Wᵀ
         if E % H: raise ValueError(f"embed_dim = {E} is not divisible by num_heads = {H}: pick num_heads dividing embed_dim")
         Wq, Wk, Wv = W.chunk(3, 0)
         Wo = g('out_proj.weight')                                     # (E, E): out = concat_i(head_i) Woᵀ
@@ -195,7 +198,8 @@ def _qkvo(kind, prefix, H, Hkv, p:dict)->dict:
     if not (Wk.shape[1] == Wv.shape[1] == Wq.shape[1] == Wo.shape[0]):
         raise ValueError(f"shape mismatch: q_proj {tuple(Wq.shape)}, k_proj {tuple(Wk.shape)}, v_proj {tuple(Wv.shape)}, o_proj {tuple(Wo.shape)}: "
                          "q/k/v_proj must all read the model width d and o_proj write it")
-    Q = _split_heads(Wq, H, 'q_proj.weight'); dk = Q.shape[-1]
+    Q = _split_heads(Wq, H, 'q_proj.weight')
+    dk = Q.shape[-1]
     if Hkv is None:
         if Wk.shape[0] % dk: raise ValueError(f"`k_proj.weight` has {Wk.shape[0]} output features, not a multiple of the query head width "
                                               f"dk = {dk} (q_proj {tuple(Wq.shape)}, {H} heads): keys need the queries' head width")
@@ -220,7 +224,8 @@ def attention_params(
         k, prefix, H, Hkv = _layout(x, num_heads)
         p = _qkvo(k, prefix, H, Hkv, dict(x.named_parameters()))
     else: p = x
-    _check_qkvo(p); check_finite(p)
+    _check_qkvo(p)
+    check_finite(p)
     return p
 
 # %% ../nbs/05_attention.ipynb #755581b4

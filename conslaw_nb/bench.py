@@ -114,7 +114,8 @@ def baseline_count(
 )->tuple:
     "The count done the straightforward way: (number of laws, rank after each bracket depth)"
     fn, params = as_functional(f, params, dtype, device)
-    flat = Flat(params); theta = flat.flatten(params)
+    flat = Flat(params)
+    theta = flat.flatten(params)
     g = torch.Generator().manual_seed(seed)
     x0 = draw_inputs(sample_inputs, 1, g, theta.device, dtype)[0]
     b = _Baseline(flat_model(fn, flat), theta, output_dim(fn, params, x0), sample_inputs, g, dtype, x0.shape)
@@ -137,7 +138,8 @@ def floor_count(
 )->int:
     "D − rank of the Jacobian rows of ceil(D/K) + 4 inputs from one SVD, no saturation check, no brackets (None: ambiguous)"
     fn, params = as_functional(f, params, dtype, device)
-    flat = Flat(params); theta = flat.flatten(params)
+    flat = Flat(params)
+    theta = flat.flatten(params)
     g = torch.Generator().manual_seed(seed)
     K = output_dim(fn, params, draw_inputs(sample_inputs, 1, g, theta.device, dtype)[0])
     X = draw_inputs(sample_inputs, math.ceil(flat.D/K) + BASELINE_EXTRA, g, theta.device, dtype)
@@ -162,19 +164,26 @@ class Peak:
     def __init__(self, device=None): self.device, self.cuda = device, is_cuda(device)
     def __enter__(self):
         if self.cuda:
-            torch.cuda.synchronize(self.device); torch.cuda.reset_peak_memory_stats(self.device)
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
             self.start = torch.cuda.memory_allocated(self.device)
         else:
-            self.start = self.peak = _rss(); self.stop = threading.Event()
-            self.th = threading.Thread(target=self._watch, daemon=True); self.th.start()
+            self.start = self.peak = _rss()
+            self.stop = threading.Event()
+            self.th = threading.Thread(target=self._watch, daemon=True)
+            self.th.start()
         return self
     def _watch(self):
         while not self.stop.wait(RSS_SAMPLE_S): self.peak = max(self.peak, _rss())
     def __exit__(self, *exc):
         if self.cuda:
-            torch.cuda.synchronize(self.device); self.bytes = torch.cuda.max_memory_allocated(self.device) - self.start
+            torch.cuda.synchronize(self.device)
+            self.bytes = torch.cuda.max_memory_allocated(self.device) - self.start
         else:
-            self.stop.set(); self.th.join(); self.peak = max(self.peak, _rss()); self.bytes = self.peak - self.start
+            self.stop.set()
+            self.th.join()
+            self.peak = max(self.peak, _rss())
+            self.bytes = self.peak - self.start
 
 # %% ../nbs/19_bench.ipynb #158be73b
 def timed(
@@ -186,13 +195,17 @@ def timed(
     "(result, seconds) of one call `fn()`; with `memory`, (result, seconds, peak bytes)"
     _sync(device)
     with Peak(device) if memory else contextlib.nullcontext() as pk:
-        t = time.perf_counter(); res = fn(); _sync(device); sec = time.perf_counter() - t
+        t = time.perf_counter()
+        res = fn()
+        _sync(device)
+        sec = time.perf_counter() - t
     return (res, sec, pk.bytes) if memory else (res, sec)
 
 def fit_exponent(Ds, ts)->float:
     "Least-squares slope of log t against log D (None for fewer than two points)"
     if len(Ds) < 2: return None
-    x = [math.log(d) for d in Ds]; y = [math.log(t) for t in ts]
+    x = [math.log(d) for d in Ds]
+    y = [math.log(t) for t in ts]
     mx, my = sum(x)/len(x), sum(y)/len(y)
     return sum((a-mx)*(b-my) for a, b in zip(x, y))/sum((a-mx)**2 for a in x)
 
@@ -226,7 +239,9 @@ def speedup_row(
         c, t1 = timed(lambda: run(count_laws), device)
         b, t2 = timed(lambda: run(baseline_count), device)
         _, t3 = timed(lambda: run(floor_count), device)
-        te.append(t1); tb.append(t2); tf.append(t3)
+        te.append(t1)
+        tb.append(t2)
+        tf.append(t3)
     med = statistics.median
     return dict(case=name, D=c.n_params, theory=case.stated, engine_laws=c.n_laws, baseline_laws=b[0],
                 dims_by_depth=c.dims_by_depth, agree=c.n_laws == b[0] == case.stated,
@@ -248,7 +263,8 @@ def bench_speedup(
     "Table 1: a `speedup_row` for each case, printed as it comes"
     rows = []
     for name, make in cases:
-        rows.append(speedup_row(name, make(), device, reps)); print_speedup(rows[-1])
+        rows.append(speedup_row(name, make(), device, reps))
+        print_speedup(rows[-1])
     return rows
 
 # %% ../nbs/19_bench.ipynb #efc7cdeb
@@ -281,8 +297,11 @@ def centred_relu_params(
 )->dict:
     "A random ReLU net with widths `w` whose every hidden neuron is active on 30–70 % of Gaussian inputs"
     g = torch.Generator().manual_seed(seed)
-    L = len(w)-1; shapes = {}
-    for i in range(L): shapes[f'W{i}'] = (w[i+1], w[i]); shapes[f'b{i}'] = (w[i+1],)
+    L = len(w)-1
+    shapes = {}
+    for i in range(L):
+        shapes[f'W{i}'] = (w[i+1], w[i])
+        shapes[f'b{i}'] = (w[i+1],)
     p = random_params(shapes, g)
     h = torch.randn(N_QUANTILE, w[0], generator=g, dtype=torch.float64)
     for i in range(L-1):
@@ -409,10 +428,12 @@ def swiglu_scaling(
     rows, spent = [], 0.
     for d in ds:
         case = swiglu_problem(d, 2*d)
-        pt, c = scaling_point(case, device); te, tf = pt['engine_s'], pt['floor_s']
+        pt, c = scaling_point(case, device)
+        te, tf = pt['engine_s'], pt['floor_s']
         row = dict(d=d, d1=2*d, **pt, samples=c.n_samples)
         if te + tf < CHEAP_POINT_S: _retime(row, case, device)
-        rows.append(row); spent += te + tf
+        rows.append(row)
+        spent += te + tf
         print(f"  SwiGLU d={d:3} d1={2*d:3} D={row['D']:6}  engine {row['engine_s']:7.2f} s {row['engine_MB']:7.0f} MB   "
               f"floor {row['floor_s']:7.2f} s {row['floor_MB']:7.0f} MB   ratio {row['ratio']:.2f}   laws {c.n_laws} "
               f"(theory {case.stated})", flush=True)
@@ -428,7 +449,8 @@ def mha_scaling(
     rows = []
     for d in ds:
         case = mha_problem(2, d, d//2, T=4)
-        pt, c = scaling_point(case, device); te = pt['engine_s']
+        pt, c = scaling_point(case, device)
+        te = pt['engine_s']
         rows.append(r := dict(d=d, dk=d//2, **pt))
         print(f"  MHA H=2 d={d:3} dk={d//2:3} D={r['D']:6}  engine {te:7.2f} s {r['engine_MB']:7.0f} MB   floor "
               f"{r['floor_s']:7.2f} s {r['floor_MB']:7.0f} MB   ratio {r['ratio']:.2f}   laws {c.n_laws} (theory "
@@ -495,16 +517,20 @@ def sgd_step(
 
 def bench_monitor(device=None, reps:int=20)->dict:
     "Table 4: median milliseconds of a training step and of the monitor's work per step, and their ratio in percent"
-    cfg = TrainConfig(); model = TASKS[cfg.task]     # the experiments' defaults: the tiny MoE LM, batch 16 × 32 tokens
+    cfg = TrainConfig()
+    model = TASKS[cfg.task]  # the experiments' defaults: the tiny MoE LM, batch 16 × 32 tokens
     torch.manual_seed(0)
     net = build_model(model).to(device=device, dtype=getattr(torch, cfg.dtype))
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, net.cfg.vocab_size, (cfg.batch_size, cfg.seq_len+1), generator=g).to(device)
     step, mon = sgd_step(net, x), ConservationMonitor(net)
-    for _ in range(MONITOR_WARMUP): step(); mon.errors()
+    for _ in range(MONITOR_WARMUP):
+        step()
+        mon.errors()
     ts, tm = [], []
     for _ in range(reps):                # interleaved: a training step, then the monitor's per-step work
-        ts.append(timed(step, device)[1]); tm.append(timed(mon.errors, device)[1])
+        ts.append(timed(step, device)[1])
+        tm.append(timed(mon.errors, device)[1])
     s, m = statistics.median(ts), statistics.median(tm)
     return dict(model=model, dtype=cfg.dtype, batch=[cfg.batch_size, cfg.seq_len],
                 n_params=sum(q.numel() for q in net.parameters()), n_blocks=len(mon.blocks), step_ms=1e3*s,
@@ -531,7 +557,9 @@ def direct_rates(
 )->float:
     "Largest |⟨∇h_j, ∇L⟩|/(‖∇h_j‖‖∇L‖) over `n_losses` random losses L = Σ_x u_x·f(θ; x): the direct-rate baseline"
     fn, params = as_functional(f, params, dtype, device)
-    flat = Flat(params); th = flat.flatten(params); g = torch.Generator().manual_seed(seed)
+    flat = Flat(params)
+    th = flat.flatten(params)
+    g = torch.Generator().manual_seed(seed)
     X = draw_inputs(sample_inputs, n_inputs, g, th.device, dtype)
     out, back = vjp(lambda t: vmap(flat_model(fn, flat), in_dims=(None, 0))(t, X), th)
     U = torch.randn(n_losses, *out.shape, generator=g, dtype=torch.float64).to(out)
@@ -585,7 +613,9 @@ def width_count_row(
     floor:bool=True,             # also time the floor
 )->dict:
     "SwiGLU (d, 2d) counted by each of `methods` (and the floor): laws, seconds, peak MB, solver iterations each"
-    case = swiglu_problem(d, 2*d); p = case.point(device=device); row = dict(d=d, d1=2*d, theory=case.stated, methods=list(methods))
+    case = swiglu_problem(d, 2*d)
+    p = case.point(device=device)
+    row = dict(d=d, d1=2*d, theory=case.stated, methods=list(methods))
     for m in methods:
         c, t, mem = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB, f'{m}_method': c.method})
@@ -621,7 +651,8 @@ def case_count_row(
     device=None,         # where the counts run
 )->dict:
     "One case counted by each of `methods`: laws, status, the method 'auto' took, seconds, peak MB, dims, gap"
-    p = case.point(device=device); row = dict(case=name, theory=case.stated, methods=list(methods))
+    p = case.point(device=device)
+    row = dict(case=name, theory=case.stated, methods=list(methods))
     for m in methods:
         c, t, mem = timed(lambda: count_laws(case.f, p, case.sample_inputs, device=device, method=m, progress=False), device, memory=True)
         row.update({'D': c.n_params, f'{m}_laws': c.n_laws, f'{m}_status': c.status, f'{m}_s': t, f'{m}_MB': mem/MB,
@@ -644,7 +675,9 @@ def turn_range(r:dict)->str:
 def _width_checks(out:dict, checks, modules, device=None):
     "The model-width check rows of `bench_width` (ours, then transformers' modules), printed as they come"
     for key, (name, make) in [('checks', c) for c in checks] + [('modules', m) for m in (module_checks() if modules is None else modules)]:
-        r = width_check_row(name, make(), device); r['threads'] = torch.get_num_threads(); out[key].append(r)
+        r = width_check_row(name, make(), device)
+        r['threads'] = torch.get_num_threads()
+        out[key].append(r)
         print(f"  {r['case']:32} D={r['D']:7}  check {r['check_s']:6.2f} s {r['check_MB']:6.0f} MB (max rel {r['check_max_rel']:.0e}, "
               f"{r['rows']} rows)   direct rates {r['direct_s']:6.2f} s {r['direct_MB']:6.0f} MB (max rel {r['direct_max_rel']:.0e})"
               f"   check/direct ×{r['check_over_direct']:.2f} (turns {turn_range(r)})   ({r['threads']} threads)", flush=True)
@@ -672,18 +705,23 @@ def bench_width(
     finally: torch.set_num_threads(threads)
     for d in count_ds:
         r = width_count_row(d, device, [m for m in WIDTH_COUNT_METHODS if m != 'lobpcg' or d <= LOBPCG_MAX_D])
-        out['counts'].append(r); print('  ' + count_line(r), flush=True)
+        out['counts'].append(r)
+        print('  ' + count_line(r), flush=True)
     torch.set_num_threads(two)
     try:
         for d in beyond_ds:
-            r = width_count_row(d, device, ('gram', 'auto'), floor=False); r['threads'] = torch.get_num_threads()
-            out['beyond'].append(r); print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
+            r = width_count_row(d, device, ('gram', 'auto'), floor=False)
+            r['threads'] = torch.get_num_threads()
+            out['beyond'].append(r)
+            print('  ' + count_line(r) + f"   ({r['threads']} threads)", flush=True)
         sizes = [(s, m) for s, m in ((attention, ('dense', 'gram', 'shift-invert', 'lu')), (attention_beyond, ('auto',))) if s is not None]
         rows = [('attention', f"{'RoPE-' if rope else ''}MHA {s[0]}x{s[1]} d={s[2]} T={s[3]}", attention_width_case(*s, rope), m)
                 for s, m in sizes for rope in (False, True)]
         rows += [('decoder', decoder_layer_name(*s[:-1]), decoder_layer_case(*s[:-1]), s[-1]) for s in decoder]
         for key, name, case, methods in rows:
-            r = case_count_row(name, case, methods, device); r['threads'] = torch.get_num_threads()
-            out[key].append(r); print('  ' + case_line(r) + f"   ({r['threads']} threads)", flush=True)
+            r = case_count_row(name, case, methods, device)
+            r['threads'] = torch.get_num_threads()
+            out[key].append(r)
+            print('  ' + case_line(r) + f"   ({r['threads']} threads)", flush=True)
     finally: torch.set_num_threads(threads)
     return out

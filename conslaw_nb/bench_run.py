@@ -73,7 +73,9 @@ def summarize(head:dict)->dict:
                                             f"{head['speedup_vs_baseline'][0]:.2f} ({head['speedup_vs_baseline'][1]})")
     print("\nsummary                      value      target   met")
     for k, (op, t) in TARGETS.items():
-        if k not in head: print(f"  {k:26} {'not run':>9}  {op} {t}"); continue
+        if k not in head:
+            print(f"  {k:26} {'not run':>9}  {op} {t}")
+            continue
         v, how = head[k]
         met, miss = judge(v, op, t)
         targets[k] = dict(value=v, target=f"{op} {t}", met=met, miss=miss, how=how)
@@ -135,7 +137,8 @@ def run_benchmark(cfg:BenchConfig=None)->dict:
                            swiglu_ds=[d for d in SWIGLU_DS if d <= cfg.max_d])
         print_scaling_summary(sc, cfg.budget_s)
         _section("4. ConservationMonitor overhead per training step")
-        mon = bench_monitor(dev, cfg.monitor_reps); print_monitor(mon)
+        mon = bench_monitor(dev, cfg.monitor_reps)
+        print_monitor(mon)
         _section("5. model width: checks against direct rates; dense vs Gram vs LU vs LOBPCG vs floor counts, then Gram and 'auto' at the target width; "
                  "attention and a decoder layer by every path that runs")
         width = (bench_width(dev, QUICK_WIDTH_CHECKS, WIDTH_COUNT_DS[:1], module_checks(quick=True), beyond_ds=(), attention=(2, 4, 8, 4),

@@ -56,7 +56,9 @@ def rope_angles(
     dtype=None,          # their dtype; None: torch's default
 )->Tensor:               # (T, dk//2)
     "The rotation angle p·base^(−2j/dk) of pair j at position p"
-    check_int('T', T, lo=0); check_int('dk', dk); _check_base(base)
+    check_int('T', T, lo=0)
+    check_int('dk', dk)
+    _check_base(base)
     if dk % 2: raise ValueError(f"`dk` = {dk} is odd: RoPE rotates pairs of columns, so the per-head width must be even")
     pos = torch.arange(T, device=device, dtype=torch.float64)
     a = pos[:, None] * base ** (-torch.arange(0, dk, 2, device=device, dtype=torch.float64)/dk)
@@ -114,7 +116,8 @@ class RMSNorm(nn.Module):
         device=None,        # its device
     ):
         super().__init__()
-        check_int('d', d); _check_eps(eps)
+        check_int('d', d)
+        _check_eps(eps)
         self.eps, self.weight = eps, nn.Parameter(torch.ones(d, dtype=dtype, device=device))
     def forward(self, x): return rms_norm_ref(x, x.shape[-1:], self.weight, self.eps)
     def extra_repr(self): return f"{self.weight.shape[0]}, eps={self.eps}"
@@ -156,7 +159,9 @@ def attention(
 )->Tensor:                 # (..., T, d)
     "Multi-head (or grouped-query) self-attention from the weights of its four projections"
     H, Hkv = n_heads, n_heads if n_kv_heads is None else n_kv_heads
-    check_int('n_heads', H); check_int('n_kv_heads', Hkv); check_choice('backend', backend, _BACKENDS)
+    check_int('n_heads', H)
+    check_int('n_kv_heads', Hkv)
+    check_choice('backend', backend, _BACKENDS)
     if H % Hkv: raise ValueError(f"`n_kv_heads` = {Hkv} does not divide `n_heads` = {H}: every key/value head serves H/H_kv query heads")
     if kernel is not None and (causal or mask is not None): raise ValueError("`kernel` replaces the softmax and its mask: pass causal=False, mask=None")
     for n, W, h in (('q_w', q_w, H), ('k_w', k_w, Hkv), ('v_w', v_w, Hkv)):
@@ -179,7 +184,8 @@ def _init_linear(d_in:int, d_out:int, generator=None, dtype=None, device=None, b
 
 def _head_dims(d, n_heads, n_kv_heads, head_dim, v_head_dim)->tuple:
     "(n_kv_heads, head_dim, v_head_dim) of an `Attention`, the defaults filled in, all checked"
-    check_int('d', d); check_int('n_heads', n_heads)
+    check_int('d', d)
+    check_int('n_heads', n_heads)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     check_int('n_kv_heads', n_kv_heads)
     if n_heads % n_kv_heads: raise ValueError(f"`n_kv_heads` = {n_kv_heads} does not divide `n_heads` = {n_heads}: pick a divisor (1 for multi-query)")
@@ -187,7 +193,8 @@ def _head_dims(d, n_heads, n_kv_heads, head_dim, v_head_dim)->tuple:
         if d % n_heads: raise ValueError(f"`d` = {d} is not divisible by `n_heads` = {n_heads}: pick n_heads dividing d, or pass head_dim")
         head_dim = d // n_heads
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
-    check_int('head_dim', head_dim); check_int('v_head_dim', v_head_dim)
+    check_int('head_dim', head_dim)
+    check_int('v_head_dim', v_head_dim)
     return n_kv_heads, head_dim, v_head_dim
 
 # %% ../nbs/03_blocks.ipynb #5f51218f
@@ -212,7 +219,8 @@ class Attention(nn.Module):
         super().__init__()
         n_kv_heads, head_dim, v_head_dim = _head_dims(d, n_heads, n_kv_heads, head_dim, v_head_dim)
         if rope and head_dim % 2: raise ValueError(f"rope=True needs an even head_dim, got {head_dim}: RoPE rotates pairs of columns")
-        check_pairs(rope_pairs, 'rope_pairs'); _check_base(rope_theta, 'rope_theta')
+        check_pairs(rope_pairs, 'rope_pairs')
+        _check_base(rope_theta, 'rope_theta')
         check_choice('backend', backend, _BACKENDS)
         self.num_heads, self.num_key_value_heads, self.head_dim, self.v_head_dim = n_heads, n_kv_heads, head_dim, v_head_dim
         self.num_key_value_groups = n_heads // n_kv_heads
@@ -263,7 +271,8 @@ class SwiGLU(nn.Module):
         device=None,     # their device
     ):
         super().__init__()
-        check_int('d', d); check_int('d_ff (d1)', d_ff)
+        check_int('d', d)
+        check_int('d_ff (d1)', d_ff)
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.gate_proj, self.up_proj, self.down_proj = _init_linear(d, d_ff, **kw), _init_linear(d, d_ff, **kw), _init_linear(d_ff, d, **kw)
     def forward(self, x): return swiglu_mlp(x, self.gate_proj.weight, self.up_proj.weight, self.down_proj.weight)
@@ -282,8 +291,10 @@ def residual_layer(
     "One transformer layer: attention, then an MLP, each with a residual, normalised before or after"
     check_choice('order', order, _ORDERS)
     if order == 'pre':
-        h = x + attn(norm1(x)); return h + mlp(norm2(h))
-    h = norm1(x + attn(x)); return norm2(h + mlp(h))
+        h = x + attn(norm1(x))
+        return h + mlp(norm2(h))
+    h = norm1(x + attn(x))
+    return norm2(h + mlp(h))
 
 # %% ../nbs/03_blocks.ipynb #6b8f6997
 def transformer_layer_shapes(
@@ -317,7 +328,8 @@ def transformer_layer(
     eps:float=None,        # the norms' epsilon; None: `NORM_EPS[norm]`
 )->Tensor:                 # (..., T, d)
     "One transformer layer from its weights: `normalize`, `attention` and `swiglu_mlp` wired by `residual_layer`"
-    check_choice('norm', norm, NORM_EPS); eps = _check_eps(NORM_EPS[norm] if eps is None else eps, f'{NORM_EPS[norm]} by default')
+    check_choice('norm', norm, NORM_EPS)
+    eps = _check_eps(NORM_EPS[norm] if eps is None else eps, f'{NORM_EPS[norm]} by default')
     n = lambda i: lambda z: normalize(z, p[f'g{i}'], p.get(f'b{i}'), norm, eps)
     att = lambda z: attention(z, p['q'], p['k'], p['v'], p['o'], n_heads, n_kv_heads, causal=causal, rope=rope, rope_base=rope_base)
     mlp = lambda z: swiglu_mlp(z, p['gate'], p['up'], p['down'])
@@ -386,7 +398,9 @@ class Experts(nn.Module):
         device=None,     # their device
     ):
         super().__init__()
-        check_int('d', d); check_int('d_ff (d1)', d_ff); check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
+        check_int('d', d)
+        check_int('d_ff (d1)', d_ff)
+        check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
         w = lambda *s, fan: nn.Parameter(gaussian_weight(s, generator, fan, dtype, device))   # N(0, 1/fan_in), `core.gaussian_weight`
         self.gate_up_proj, self.down_proj = w(n_experts, 2*d_ff, d, fan=d), w(n_experts, d, d_ff, fan=d_ff)
     def extra_repr(self): return f"n_experts={self.down_proj.shape[0]}, d={self.down_proj.shape[1]}, d_ff={self.down_proj.shape[2]}"
@@ -408,9 +422,12 @@ class MoE(nn.Module):
         device=None,            # their device
     ):
         super().__init__()
-        check_int('d', d); check_int('d_ff (d1)', d_ff)
+        check_int('d', d)
+        check_int('d_ff (d1)', d_ff)
         check_int('n_experts (E)', n_experts, hint='a mixture needs at least one expert')
-        check_top_k(top_k, n_experts, 'top_k'); check_choice('gate', gate, MOE_GATES); check_int('shared_d_ff', shared_d_ff, lo=0)
+        check_top_k(top_k, n_experts, 'top_k')
+        check_choice('gate', gate, MOE_GATES)
+        check_int('shared_d_ff', shared_d_ff, lo=0)
         kw = dict(generator=generator, dtype=dtype, device=device)
         self.top_k, self.gate_fn, self.norm_topk = top_k, gate, norm_topk
         self.gate = _init_linear(d, n_experts, **kw)

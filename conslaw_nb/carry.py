@@ -59,7 +59,8 @@ def law_shape(law:Law)->Optional[tuple]:
     for c, p, kind, i, j in at:
         fr = _frac(c/at[0][0])
         if fr is None: return None
-        cls.setdefault(Cls(fr, p, kind), []).append(i); ks.add(j - i)
+        cls.setdefault(Cls(fr, p, kind), []).append(i)
+        ks.add(j - i)
     if len(ks) > 1: return None
     out = {}
     for key, pos in cls.items():
@@ -124,7 +125,9 @@ def law_families(laws:list)->tuple:
     shaped, left = {}, []
     for l in laws:
         sh = law_shape(l)
-        if sh is None: left.append(l); continue
+        if sh is None:
+            left.append(l)
+            continue
         sig, k, d = sh
         key = (sig, tuple(d[c][:2] for c in sig))
         shaped.setdefault(key, {}).setdefault(k, []).append((tuple(d[c][2] for c in sig), l))
@@ -195,8 +198,12 @@ def fit_templates(twins:list, sizes:tuple)->tuple:
     for s, fams in twins:
         for f in fams: seen.setdefault((f.sig, f.kind), {}).setdefault(tuple(s.items()), []).append(f)
     for key, at in seen.items():
-        if any(len(fs) > 1 for fs in at.values()): bad[key] = 'two families of one pattern at one size'; continue
-        if len(at) < len(twins): bad[key] = f"found at {len(at)} of the {len(twins)} twins only"; continue
+        if any(len(fs) > 1 for fs in at.values()):
+            bad[key] = 'two families of one pattern at one size'
+            continue
+        if len(at) < len(twins):
+            bad[key] = f"found at {len(at)} of the {len(twins)} twins only"
+            continue
         polys, why = _fit_one([(dict(s), fs[0]) for s, fs in at.items()], sizes)
         if why: bad[key] = why
         else: out.append(Template(key[0], key[1], polys))
@@ -234,7 +241,9 @@ def family_values(
         v, sq = _class_values(P[cl.param], cl.kind, _positions(f, c, dev), f.kind == 'sym')
         val = val + co*v
         if not norms: continue
-        if f.kind == 'sym': cc = sq.sum(1); nrm = nrm + co**2*(cc[:, :, None] + cc[:, None, :] + torch.diag_embed(2*cc))
+        if f.kind == 'sym':
+            cc = sq.sum(1)
+            nrm = nrm + co**2*(cc[:, :, None] + cc[:, None, :] + torch.diag_embed(2*cc))
         else: nrm = nrm + co**2*(4 if cl.kind in ('row', 'col', 'vec') else 1)*sq.sum(1)
     iu = torch.triu_indices(f.w, f.w, device=dev) if f.kind == 'sym' else None
     at = (lambda t: t) if iu is None else (lambda t: t[:, iu[0], iu[1]])

@@ -77,7 +77,8 @@ def _load(config_or_model)->tuple:
     if mt is None: raise ValueError("the config has no 'model_type': census needs it to know the architecture (e.g. \"model_type\": \"llama\")")
     if mt not in MODEL_TYPES and isinstance(cfg.get('text_config'), dict) and cfg['text_config'].get('model_type') in MODEL_TYPES:
         notes.append(f"{mt}: its language model ({cfg['text_config']['model_type']}) is censused; its other towers are not read")
-        cfg = dict(cfg['text_config']); mt = cfg['model_type']
+        cfg = dict(cfg['text_config'])
+        mt = cfg['model_type']
     if mt not in MODEL_TYPES:
         raise ValueError(f"model_type {mt!r} is not one census knows ({', '.join(MODEL_TYPES)}). For another architecture, build a small "
                          f"instance (`conslaw_nb.discovery.tiny_transformer({mt!r}, ...)`) and read it with `law_blocks(model)`, or a "
@@ -386,7 +387,9 @@ def _own_grouping(model_type:str, cfg:dict, group:BlockGroup, law:BlockLaw)->Blo
     c, want = count_laws(f, random_params(shapes, torch.Generator().manual_seed(0)), inputs, **_QUIET), _subs(law.expr, s)
     said = (f"twins route over {_TWIN_GROUPS} groups with 1 chosen; at the config's own grouping ({ng} groups, {cfg.get('topk_group')} "
             f"chosen) a twin with {', '.join(f'{k} = {v}' for k, v in s.items())} counts {c.n_laws} ({c.status}), the formula {want}")
-    if c.status == 'ok' and c.n_laws == want: law.reason += '; ' + said; return law
+    if c.status == 'ok' and c.n_laws == want:
+        law.reason += '; ' + said
+        return law
     return _refused(model_type, group, law.names, f"not established: {said}", law.fit)
 
 # %% ../nbs/21_census.ipynb #c3a1b006
@@ -424,7 +427,9 @@ def block_law(
     "The count formula of one block, fitted on twins and confirmed on held-out twins, with its domain, provenance and laws in words"
     key = (model_type, group.cls, group.layer_kind, group.moe, _layout_key(model_type, cfg))
     if key in _FORMULAS: return _FORMULAS[key]
-    if (hit := _cached(key, cache)) is not None: _FORMULAS[key] = hit; return hit
+    if (hit := _cached(key, cache)) is not None:
+        _FORMULAS[key] = hit
+        return hit
     t0, (fit, dom, parts) = time.perf_counter(), _grids(model_type, cfg, group)
     names = tuple(fit)
     n = sum(math.prod(len(fit[k]) for k in p) for p in parts)
@@ -587,7 +592,8 @@ def census(
 def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
     "(f, shapes, inputs) of a whole causal LM twin: token sequences as one-hot rows (T, V), the embedding matrix a parameter, logits out"
     import transformers
-    s = dict(sizes); L, V = s.pop('L'), s.pop('V')
+    s = dict(sizes)
+    L, V = s.pop('L'), s.pop('V')
     over = _twin_config(model_type, cfg, s, L - 1) | {'vocab_size': V}
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
@@ -661,7 +667,9 @@ def whole_law(
     Ls, d, per, per_sym = sym('L'), sym('d'), 0, 0
     for g in block_groups(model_type, tw):
         l = block_law(model_type, cfg, g, seeds, workers=w)
-        if l.expr is None: per = per_sym = None; break
+        if l.expr is None:
+            per = per_sym = None
+            break
         sz = sizes_of(model_type, tw) | one
         per += l.expr.subs({x: sz[x.name] for x in l.expr.free_symbols if x.name not in grid})
         per_sym += l.expr

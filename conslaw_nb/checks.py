@@ -95,7 +95,9 @@ def check_law_args(
     caller:str='check_laws',  # the function the messages name
 ):
     "Refuse laws and a model that cannot be what they claim, or come swapped, before any work: `check_laws`, `completeness`"
-    _check_law_fn(h); _check_model_arg(h, f, caller); _check_order(h, f)
+    _check_law_fn(h)
+    _check_model_arg(h, f, caller)
+    _check_order(h, f)
 
 # %% ../nbs/01d_checks.ipynb #6840fc00
 def _chunk(n, per, budget): return max(1, min(n, budget // max(1, per)))
@@ -104,8 +106,12 @@ def _groups(flat, per, budget)->list:
     "The tensors of θ in runs of consecutive ones with at most `budget // per` entries in all (a tensor past it alone)"
     cap, out, n = max(1, budget // per), [], 0
     for t, s in enumerate(flat.sizes):
-        if out and n + s <= cap: out[-1].append(t); n += s
-        else: out.append([t]); n = s
+        if out and n + s <= cap:
+            out[-1].append(t)
+            n += s
+        else:
+            out.append([t])
+            n = s
     return out
 
 def _on(theta, flat, ts):
@@ -131,7 +137,8 @@ def _probe_norms(hv, theta, L, g, budget=None, flat=None):
     else:
         back, Y = None, torch.zeros_like(C)
         for ts in _groups(flat, 3*8*2, budget):
-            x0, put = _on(theta, flat, ts); f = lambda x: hv.of(put(x))
+            x0, put = _on(theta, flat, ts)
+            f = lambda x: hv.of(put(x))
             _, b = vjp(f, x0)
             Y += vmap(lambda r: jvp(f, (x0,), (r,))[1])(vmap(lambda c: b(c)[0])(C))
             del x0, b
@@ -146,9 +153,11 @@ def _layout_colours(parts, R)->tuple:
     Returns ({r: [positions]}, positions in no such tensor)"""
     cols, rest, o, R = {}, [], 0, torch.as_tensor(R, dtype=torch.long)
     for s in parts:
-        n = math.prod(s); sel = R[(R >= o) & (R < o + n)]
+        n = math.prod(s)
+        sel = R[(R >= o) & (R < o + n)]
         if len(s) >= 2 and s[-1] == s[-2] and s[-1] > 1:
-            q = sel - o; c = ((q % s[-1]) + (q // s[-1]) % s[-1]) % s[-1]
+            q = sel - o
+            c = ((q % s[-1]) + (q // s[-1]) % s[-1]) % s[-1]
             for r in c.unique().tolist(): cols.setdefault(r, []).extend(sel[c == r].tolist())
         else: rest += sel.tolist()
         o += n
@@ -170,19 +179,31 @@ def _colour_norms(hv, theta, flat, L, colours:list, budget, progress)->tuple:
     groups = _groups(flat, 4*8*2, budget)
     bar = tqdm(total=len(groups), desc=f'law_norms: {len(colours)} colours (D={theta.numel()})', disable=not progress, leave=False)
     for ts in groups:
-        x0, put = _on(theta, flat, ts); _, b = vjp(lambda x: hv.of(put(x)), x0); n = x0.numel(); del x0
-        if not bool((b(cot)[0] != 0).any()): bar.update(); continue               # a group these laws do not move with
+        x0, put = _on(theta, flat, ts)
+        _, b = vjp(lambda x: hv.of(put(x)), x0)
+        n = x0.numel()
+        del x0
+        if not bool((b(cot)[0] != 0).any()):
+            bar.update()
+            continue  # a group these laws do not move with
         for i, col in enumerate(colours):
             if not ok[i]: continue
             m, r = len(col), rs[i]
-            C = torch.zeros(2, L, dtype=dt, device=dev); C[0, col], C[1, col] = 1., r
+            C = torch.zeros(2, L, dtype=dt, device=dev)
+            C[0, col], C[1, col] = 1., r
             S = vmap(lambda c: b(c)[0])(C) if 2*4*8*n <= budget else torch.stack([b(c)[0] for c in C])
-            nz = (S[0] != 0) | (S[1] != 0); s, s2 = S[0][nz], S[1][nz]; del S
-            rho = s2 / s; k = ((rho - 1)*(m + 1)).round() - 1
+            nz = (S[0] != 0) | (S[1] != 0)
+            s, s2 = S[0][nz], S[1][nz]
+            del S
+            rho = s2 / s
+            k = ((rho - 1)*(m + 1)).round() - 1
             kk = k.clamp(0, m - 1).long()
-            if not bool(((s != 0) & (k >= 0) & (k < m) & ((rho - r[kk]).abs() <= 1e-9*r[kk])).all()): ok[i] = False; continue
+            if not bool(((s != 0) & (k >= 0) & (k < m) & ((rho - r[kk]).abs() <= 1e-9*r[kk])).all()):
+                ok[i] = False
+                continue
             acc[i] += torch.bincount(kk, weights=s*s, minlength=m)
-        del b; bar.update()
+        del b
+        bar.update()
     bar.close()
     out, refused = {}, []
     for col, a, good in zip(colours, acc, ok):
@@ -195,7 +216,8 @@ def _slice_tests(along, s, k, groups, touched, z, budget):
     """For each group of indices along dim k of a tensor of shape s: does the random tangent z (on this tensor alone), kept on
     those slices and zero elsewhere, move each touched law. One z serves every test: each test asks whether a fixed linear form
     (the law's gradient on those slices) vanishes at z, which for a nonzero form has probability 0 under any continuous law of z"""
-    n = math.prod(s); cb, out = _chunk(len(groups), 24*(n + len(touched)), budget), []
+    n = math.prod(s)
+    cb, out = _chunk(len(groups), 24*(n + len(touched)), budget), []
     for i in range(0, len(groups), cb):
         M = z.new_zeros(len(groups[i:i + cb]), s[k])
         for b, grp in enumerate(groups[i:i + cb]): M[b, grp] = 1.
@@ -210,7 +232,8 @@ def _dim_support(along, s, k, touched, z, budget):
     every law one index or all n it is exact. Else the quarters each pair of bits splits (4·C(⌈log2 n⌉, 2) tests), when they
     are fewer than n/2: exact whenever a support differs from another of its indices only in whole groups of bits (a head's
     columns, the heads of a group). Else one test per index"""
-    n = s[k]; bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
+    n = s[k]
+    bits, ar = (math.ceil(math.log2(n)) if n > 1 else 0), torch.arange(n)
     def decode(groups):
         T = _slice_tests(along, s, k, [gr.tolist() for gr in groups], touched, z, budget)
         member = torch.stack([torch.isin(ar, gr) for gr in groups]).to(T.device, torch.float64)   # (tests, n)
@@ -252,7 +275,8 @@ def _box_cells(flat, boxes, pick):
     "{position in R: flat indices into θ of its box} for the positions where `pick` (bool over R) holds"
     pieces = {}
     for t, touched, masks in boxes:
-        sel = pick[touched]; pos, masks, s, o = touched[sel], [M[sel] for M in masks], flat.shapes[t], flat.offsets[t]
+        sel = pick[touched]
+        pos, masks, s, o = touched[sel], [M[sel] for M in masks], flat.shapes[t], flat.offsets[t]
         if not len(pos): continue
         if not s: lin, groups = torch.full((len(pos), 1), o), [(torch.arange(len(pos)), None)]
         else:
@@ -275,9 +299,12 @@ def _color(cells, D, budget):
         forb, w = np.bitwise_or.reduce(used[c], axis=0), 0
         while w < used.shape[1] and forb[w] == np.uint64(2**64 - 1): w += 1
         if w == used.shape[1]:
-            if 8*D*(w + 1) > budget: rest.append(j); continue
+            if 8*D*(w + 1) > budget:
+                rest.append(j)
+                continue
             used, forb = np.concatenate([used, np.zeros((D, 1), np.uint64)], 1), np.append(forb, np.uint64(0))
-        inv = int(~forb[w]); free = (inv & -inv).bit_length() - 1
+        inv = int(~forb[w])
+        free = (inv & -inv).bit_length() - 1
         used[c, w] |= np.uint64(1 << free)
         while len(colors) <= 64*w + free: colors.append([])
         colors[64*w + free].append(j)
@@ -300,7 +327,10 @@ def _closed_norms(hv, theta, flat, budget, seed)->Optional[Tensor]:
     out = torch.cat([v.reshape(-1) for v in (out.values() if isinstance(out, dict) else [out])]).to(theta)
     if out.shape != (L,): return warnings.warn(f"closed-form law norms: {tuple(out.shape)} values for {L} laws; computing them instead")
     cols, o = [set(torch.randint(L, (min(_SPOT, L),), generator=torch.Generator().manual_seed(seed)).tolist()), set(), set()], 0
-    for s in hv.parts: cols[1] |= {o}; cols[2] |= {o + 1} if math.prod(s) > 1 else set(); o += math.prod(s)
+    for s in hv.parts:
+        cols[1] |= {o}
+        cols[2] |= {o + 1} if math.prod(s) > 1 else set()
+        o += math.prod(s)
     picks = sorted(set().union(*cols))                     # the random laws, the parts' first and second entries
     got, refused = _colour_norms(hv, theta, flat, L, [picks], budget, False)      # 2 VJPs in all where their gradients are disjoint
     if refused:                                            # else three colours (a Gram's entries share columns), then a VJP each
@@ -310,12 +340,14 @@ def _closed_norms(hv, theta, flat, budget, seed)->Optional[Tensor]:
     e2 = torch.as_tensor([got.get(j, 0.) for j in picks.tolist()], dtype=theta.dtype, device=theta.device)
     left = torch.as_tensor(refused, dtype=torch.long, device=theta.device)                # laws sharing entries: a VJP each
     for ts in (_groups(flat, 8*2, budget) if len(left) else []):                          # on groups of tensors within the budget
-        x0, put = _on(theta, flat, ts); _, back = vjp(lambda x: hv.of(put(x)), x0)
+        x0, put = _on(theta, flat, ts)
+        _, back = vjp(lambda x: hv.of(put(x)), x0)
         cb, at = _chunk(len(left), 16*x0.numel(), budget), torch.searchsorted(picks, left)
         for i in range(0, len(left), cb):
             e2[at[i:i+cb]] += vmap(lambda e: back(e)[0].pow(2).sum())(F.one_hot(left[i:i+cb], L).to(theta.dtype))
         del x0, back
-    exact = e2.sqrt(); err = ((out[picks] - exact).abs() / exact.clamp_min(torch.finfo(theta.dtype).tiny)).max()
+    exact = e2.sqrt()
+    err = ((out[picks] - exact).abs() / exact.clamp_min(torch.finfo(theta.dtype).tiny)).max()
     if not err <= 1e-9: return warnings.warn(f"closed-form law norms differ from the VJPs of {len(picks)} laws (relative {err:.1e}); "
                                              "computing them instead")
     return out
@@ -328,7 +360,9 @@ def _vjp_on(hv, theta, flat, ts):
     def sub(x): return hv.of({**ps, **{n: v.view(flat.shapes[t]) for n, t, v in zip(names, ts, x.split(sizes))}})
     _, back = vjp(sub, torch.cat([ps[n].reshape(-1) for n in names]))
     pos, o = torch.full((theta.numel(),), -1, dtype=torch.long, device=theta.device), 0
-    for t, n in zip(ts, sizes): pos[flat.offsets[t]:flat.offsets[t] + n] = torch.arange(o, o + n, device=theta.device); o += n
+    for t, n in zip(ts, sizes):
+        pos[flat.offsets[t]:flat.offsets[t] + n] = torch.arange(o, o + n, device=theta.device)
+        o += n
     return back, pos
 
 # %% ../nbs/01d_checks.ipynb #67dd1f13
@@ -350,7 +384,8 @@ def _box_norms(hv, theta, flat, R, budget, g, back_h, n2)->list:
     back_c, pos = _vjp_on(hv, theta, flat, ts) if hasattr(hv, 'of') and len(ts) < len(flat.names) else (back_h, None)
     for q in range(int(batch.max()) + 1):
         cells = {R[r]: c for r, c in _box_cells(flat, boxes, batch == q).items()}
-        colors, left = _color(cells, D, budget); rest += left
+        colors, left = _color(cells, D, budget)
+        rest += left
         cb = _chunk(len(colors), 24*(D + L), budget)
         for i in range(0, len(colors), cb):
             Ct = torch.zeros(len(colors[i:i + cb]), L, dtype=theta.dtype, device=theta.device)
@@ -416,7 +451,8 @@ def _stream_dots(hv, theta, X, U, *, budget, flat, fn, show):
     bar = tqdm(total=sum(-(-n_dirs // md) for _, md in plan), desc=f'check_laws: {n_dirs} random losses (D={D})', disable=not show, leave=False)
     for ts, md in plan:
         x0, put = _on(theta, flat, ts)
-        cx = max(1, budget // (8*16*md*K)); one = N <= cx                    # one chunk of inputs: its VJP serves every direction
+        cx = max(1, budget // (8*16*md*K))
+        one = N <= cx  # one chunk of inputs: its VJP serves every direction
         def model(x, Xc): return vmap(fn, in_dims=(None, 0))(put(x), Xc).reshape(len(Xc), -1)
         if one:
             with model_errors(): _, back = vjp(lambda x: model(x, X), x0)
@@ -430,7 +466,8 @@ def _stream_dots(hv, theta, X, U, *, budget, flat, fn, show):
                 del part
             rn2[j:j+md] += (Gp*Gp).sum(1)
             dots[j:j+md] += vmap(lambda r: jvp(lambda x: hv.of(put(x)), (x0,), (r,))[1])(Gp)
-            del Gp; bar.update()
+            del Gp
+            bar.update()
         del x0, back
     bar.close()
     return dots, rn2
@@ -499,11 +536,16 @@ def check_laws(
 )->LawCheck:
     "The largest relative |<∇h_j(θ), ∇_θ f_k(θ; x)>| over the laws in `h` and sampled inputs x and outputs k"
     check_law_args(h, f)
-    check_int('n_samples', n_samples); check_int('seed', seed, 0); check_int('n_dirs', n_dirs); check_int('budget', budget)
-    check_choice('method', method, ('auto', 'dense', 'matrix_free')); check_choice('loss', loss, LOSSES)
+    check_int('n_samples', n_samples)
+    check_int('seed', seed, 0)
+    check_int('n_dirs', n_dirs)
+    check_int('budget', budget)
+    check_choice('method', method, ('auto', 'dense', 'matrix_free'))
+    check_choice('loss', loss, LOSSES)
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     fn, params = as_functional(f, params, dtype, device, exact)
-    flat, g = Flat(params), torch.Generator().manual_seed(seed); theta = flat.flatten(params)
+    flat, g = Flat(params), torch.Generator().manual_seed(seed)
+    theta = flat.flatten(params)
     X = draw_inputs(sample_inputs, None if isinstance(sample_inputs, Tensor) else n_samples, g, theta.device, dtype)
     if len(X) == 0: raise ValueError("`sample_inputs` is empty: pass at least one input")
     K, hv = output_dim(fn, params, X[0]), law_fn(h, flat)
@@ -515,7 +557,8 @@ def check_laws(
         per_law, gn, n_rows = _check_free(hv, flat_model(fn, flat), theta, X, K, n_dirs=n_dirs, g=g, budget=budget, loss=loss,
                                          flat=flat, fn=fn, progress=progress)
     else: per_law, gn, n_rows = _check_dense(hv, fn, flat, theta, X, K, loss)
-    per_law[gn == 0] = float('nan'); live = per_law[gn > 0]
+    per_law[gn == 0] = float('nan')
+    live = per_law[gn > 0]
     return LawCheck(float(live.max()) if len(live) else 0., per_law.cpu(), len(gn), n_rows, int((gn == 0).sum()))
 
 # %% ../nbs/01d_checks.ipynb #399b01b4

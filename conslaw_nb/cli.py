@@ -59,9 +59,12 @@ def cmd_verify(args)->int:
     print(V.format_table(rows))
     if args.json: print(f"wrote {V.save_rows(rows, args.json)}")
     if args.figure:
-        import matplotlib; matplotlib.use('Agg')
+        import matplotlib
+        matplotlib.use('Agg')
         import matplotlib.pyplot as plt
-        fig = V.plot_spectra(rows); fig.savefig(args.figure, dpi=120); plt.close(fig)
+        fig = V.plot_spectra(rows)
+        fig.savefig(args.figure, dpi=120)
+        plt.close(fig)
         print(f"wrote {args.figure}")
     bad = [r['arch'] for r in rows if r['status'] != 'ok']
     if bad: print(f"ambiguous rank decisions: {', '.join(bad)}", file=sys.stderr)
@@ -81,7 +84,8 @@ def _add_verify(sub):
 def cmd_demo(args)->int:
     "The main job on small CPU defaults: the verification table, written under `args.out`"
     _folder_out('--out', args.out)
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     ns = argparse.Namespace(arch=None, size=1, seed=args.seed, device=args.device,
                             json=str(out/'verify.json'), figure=str(out/'verify_spectra.png'))
     rc = cmd_verify(ns)
@@ -135,7 +139,8 @@ def _init_dist(device):
     if int(os.environ.get('WORLD_SIZE', '1')) <= 1 or dist.is_initialized(): return device
     cuda = device.startswith('cuda')
     if cuda:
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"; torch.cuda.set_device(device)
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+        torch.cuda.set_device(device)
     dist.init_process_group('nccl' if cuda else 'gloo')
     return device
 
@@ -294,9 +299,11 @@ def cmd_census(args)->int:
     for name, src in srcs:
         c = CE.census(src, name=name, max_params=args.max_params, whole=args.whole, check=args.check, cache=cache,
                       workers=args.workers, **_kv(args.set))
-        print(f"## {c.name}\n\n{c.markdown()}\n"); out.append(c.to_dict())
+        print(f"## {c.name}\n\n{c.markdown()}\n")
+        out.append(c.to_dict())
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=str)); print(f"wrote {args.json}")
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+        print(f"wrote {args.json}")
     return 0
 
 def _add_census(sub):
@@ -332,11 +339,16 @@ def main(argv=None)->int:
     "Entry point of the `conslaw` console script: an error is one line on stderr and a non-zero exit, never a traceback"
     args = build_parser().parse_args(argv)
     try: return args.func(args)
-    except KeyboardInterrupt: _say(args.cmd, 'interrupted'); return 130
-    except (ValueError, TypeError, OSError, ImportError) as e: _say(args.cmd, f"error: {e}"); return 2
+    except KeyboardInterrupt:
+        _say(args.cmd, 'interrupted')
+        return 130
+    except (ValueError, TypeError, OSError, ImportError) as e:
+        _say(args.cmd, f"error: {e}")
+        return 2
     except Exception as e:   # a failure nobody foresaw: still one line, and the way to see where it came from
         if os.environ.get('CONSLAW_TRACEBACK', '') not in ('', '0'): raise
-        _say(args.cmd, f"internal error ({type(e).__name__}: {e}); rerun with CONSLAW_TRACEBACK=1 to see the traceback"); return 1
+        _say(args.cmd, f"internal error ({type(e).__name__}: {e}); rerun with CONSLAW_TRACEBACK=1 to see the traceback")
+        return 1
 
 def run_cli(argv=None)->int:
     "Parse `argv` and run the command, letting its errors raise (for scripts, tests and torchrun)"

@@ -166,7 +166,8 @@ def batch_norm_ref(
     shape = (1, input.shape[1]) + (1,)*(input.dim()-2)
     dims = (0,) + tuple(range(2, input.dim()))
     if training or running_mean is None:
-        mean = input.mean(dims, keepdim=True); var = ((input - mean)**2).mean(dims, keepdim=True)
+        mean = input.mean(dims, keepdim=True)
+        var = ((input - mean)**2).mean(dims, keepdim=True)
     else: mean, var = running_mean.reshape(shape), running_var.reshape(shape)
     y = (input - mean) * torch.rsqrt(var + eps)
     if weight is not None: y = y*weight.reshape(shape)
@@ -212,7 +213,9 @@ _NARROW = {Tensor.float: torch.float32, Tensor.half: torch.float16, Tensor.bfloa
 
 class ExactOps(TorchFunctionMode):
     "Evaluate a model as the engine needs it: attention and normalizations from primitives, no float narrowed below `dtype`"
-    def __init__(self, dtype=torch.float64): super().__init__(); self.dtype = dtype
+    def __init__(self, dtype=torch.float64):
+        super().__init__()
+        self.dtype = dtype
     def _fix(self, dt):
         "`dt`, or the working dtype where `dt` is a float narrower than it"
         return self.dtype if isinstance(dt, torch.dtype) and dt.is_floating_point and dt.itemsize < self.dtype.itemsize else dt
@@ -587,14 +590,18 @@ def atomic_write(
     write,       # write(f): fills the open text file
 ):
     "Write a text file atomically: a temporary file in the same folder, then a rename over `path`"
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix='.' + path.name, suffix='.tmp')
     try:
         with os.fdopen(fd, 'w', newline='') as f: write(f)
-        um = os.umask(0); os.umask(um); os.chmod(tmp, 0o666 & ~um)  # mkstemp makes 0600; give the usual mode
+        um = os.umask(0)
+        os.umask(um)
+        os.chmod(tmp, 0o666 & ~um)  # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp); raise
+        os.unlink(tmp)
+        raise
     return path
 
 def save_json(

@@ -156,7 +156,8 @@ def load_images(
         try: return fashion_mnist(root)
         except FileNotFoundError as e:
             if not fallback: raise
-            import warnings; warnings.warn(f"{e} -- falling back to scikit-learn's 8x8 digits")
+            import warnings
+            warnings.warn(f"{e} -- falling back to scikit-learn's 8x8 digits")
             name = 'digits'
     if name == 'digits':
         try: from sklearn.datasets import load_digits

@@ -78,7 +78,8 @@ def find_laws(
     laws = [l for gr in groups for l in gr.laws]
     out = Laws(groups, laws, kind, D, A.C, len(V), ns.gap, ns.status, seconds=0.)
     if count:
-        ck = dict(count_kw or {}); o = ck.pop('options', None) or {}      # find_laws' dtype goes into the count's options
+        ck = dict(count_kw or {})
+        o = ck.pop('options', None) or {}  # find_laws' dtype goes into the count's options
         o = dataclasses.replace(o, dtype=dtype) if dataclasses.is_dataclass(o) else {**o, 'dtype': dtype}
         out.count = count_laws(fn, params, sample_inputs, seed=seed, loss=loss, options=o, **ck)
     if laws: out.check = check_laws(out, fn, params, sample_inputs, seed=seed + 7, dtype=dtype, loss=loss)
@@ -104,7 +105,8 @@ def compare_laws(
 )->LawMatch:
     "Whether laws `a` and `b` are functionally equivalent: each set's gradients span the other's at random θ"
     shapes = {k: tuple(v.shape) for k, v in params.items()}
-    g = torch.Generator().manual_seed(seed); res = []
+    g = torch.Generator().manual_seed(seed)
+    res = []
     for _ in range(n_points):
         th = random_params(shapes, g)
         Ga, Gb = law_gradients(a, th), law_gradients(b, th)
@@ -163,7 +165,8 @@ def adapt_found(
     if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
     name, kind = type(module).__name__, kind or _kind_of('', module) or 'mlp'
     if kind not in (*_SEQUENCE, 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mixer', 'mlp' or None, got {kind!r}")
-    params = float64_params(module); check_eval(module)
+    params = float64_params(module)
+    check_eval(module)
     D = sum(p.numel() for p in params.values())
     if D > count_max_D: raise ValueError(f"{name}: D = {D} parameters is past count_max_D = {count_max_D}: the engine's count, which is what "
                                          "adapt_found states, would take long; pass a larger count_max_D to count it anyway")
@@ -194,7 +197,9 @@ def adapt_found(
 # %% ../nbs/11_discovery.ipynb #d1b10003
 class ChainedMLP(nn.Module):
     "BERT's MLP: `intermediate` (dense, activation) then `output` (dense, residual, LayerNorm), on the same hidden states"
-    def __init__(self, intermediate, output): super().__init__(); self.intermediate, self.output = intermediate, output
+    def __init__(self, intermediate, output):
+        super().__init__()
+        self.intermediate, self.output = intermediate, output
     def forward(self, x): return self.output(self.intermediate(x), x)
 
 _ACT_NAMES = ('activation_fn', 'activation', 'act_fn', 'act')
@@ -202,8 +207,10 @@ _ACT_NAMES = ('activation_fn', 'activation', 'act_fn', 'act')
 class LooseMLP(nn.Module):
     "An MLP whose two Linear layers sit loose in its layer (OPT, BART: fc1, activation_fn, fc2; ALBERT: ffn, activation, ffn_output)"
     def __init__(self, names:tuple, up:nn.Linear, act, down:nn.Linear):
-        super().__init__(); self.names, self.act = names, act
-        self.add_module(names[0], up); self.add_module(names[1], down)
+        super().__init__()
+        self.names, self.act = names, act
+        self.add_module(names[0], up)
+        self.add_module(names[1], down)
     def forward(self, x): return getattr(self, self.names[1])(self.act(getattr(self, self.names[0])(x)))
 
 def _block_name(m:nn.Module)->str:
@@ -261,7 +268,9 @@ def transformer_blocks(
 # %% ../nbs/11_discovery.ipynb #097f7e2b
 class Blocks(list):
     "[(path, Adapted)] of `law_blocks`, with `.skipped`: [(path, reason)] of the blocks it could not read"
-    def __init__(self, items=(), skipped=()): super().__init__(items); self.skipped = list(skipped)
+    def __init__(self, items=(), skipped=()):
+        super().__init__(items)
+        self.skipped = list(skipped)
     def __repr__(self):
         s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated' if a.checks else 'unchecked')}, expected {a.expected}" for p, a in self)
         return f"{len(self)} blocks\n{s}" + (f"\nskipped:\n" + '\n'.join(f"  {p}: {r}" for p, r in self.skipped) if self.skipped else '')
@@ -314,15 +323,20 @@ def law_blocks(
         for path, kind, m in found:
             if isinstance(m, own): call = Call(d=(m.intermediate.dense if isinstance(m, ChainedMLP) else getattr(m, m.names[0])).in_features)
             else: call = calls.get(path)
-            if path in calls.refused: skipped.append(_lost(path, m, f"its call cannot be replayed: {calls.refused[path]}", _STEP_CALL)); continue
-            if call is None: skipped.append(_lost(path, m, "the forward on the example batch never called it", _STEP_CALL)); continue
+            if path in calls.refused:
+                skipped.append(_lost(path, m, f"its call cannot be replayed: {calls.refused[path]}", _STEP_CALL))
+                continue
+            if call is None:
+                skipped.append(_lost(path, m, "the forward on the example batch never called it", _STEP_CALL))
+                continue
             try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D, model, path)))
             except ValueError as e: skipped.append(_lost(path, m, str(e), _STEP_READ))
     else:
         taken = []
         for name, m in model.named_modules():
             if any(name == t or name.startswith(t + '.') for t in taken) or reader_of(m) is None: continue
-            out.append((name, adapt(m, seq_len, check=check, count_max_D=count_max_D))); taken.append(name)
+            out.append((name, adapt(m, seq_len, check=check, count_max_D=count_max_D)))
+            taken.append(name)
     if skipped: warnings.warn(f"law_blocks: {len(skipped)} blocks not read (see .skipped): " + '; '.join(f'{p}: {r}' for p, r in skipped[:3]))
     return Blocks(out, skipped)
 
@@ -357,7 +371,9 @@ NOT_LAYOUT = ('architectures', 'transformers_version', 'torch_dtype', 'dtype', '
 _D_FF = ('intermediate_size', 'n_inner', 'ffn_dim')    # where configs keep the MLP's hidden size
 _FIXED = ('image_size', 'patch_size', 'num_channels', 'n_positions', 'max_position_embeddings')   # TINY_CONFIGS' small extras
 
-def _has(cfg, key:str)->bool: v = getattr(cfg, key, None); return isinstance(v, int) and not isinstance(v, bool)
+def _has(cfg, key:str)->bool:
+    v = getattr(cfg, key, None)
+    return isinstance(v, int) and not isinstance(v, bool)
 
 def twin_grid(
     cfg,                 # the transformers config of the model
@@ -379,7 +395,8 @@ def twin_grid(
 
 def block_sizes(cfg)->dict:
     "The sizes of a transformers config under the twins' symbols (H, H_kv, G, d_k, d, d_ff)"
-    H = cfg.num_attention_heads; Hkv = getattr(cfg, 'num_key_value_heads', None) or H
+    H = cfg.num_attention_heads
+    Hkv = getattr(cfg, 'num_key_value_heads', None) or H
     dk = getattr(cfg, 'head_dim', None) or cfg.hidden_size // H
     return dict(H=H, H_kv=Hkv, G=H // Hkv, d_k=dk, d=cfg.hidden_size, d_ff=next((getattr(cfg, k) for k in _D_FF if _has(cfg, k)), None))
 
@@ -513,7 +530,8 @@ def carry_found(
     _same_heads(m, sizes['H'] if kind == 'attention' else None)
     T, tw = carry_templates(model, path, m, kind, seq_len, progress)
     entry = _CARRIED[_carry_key(model, path, m, kind)]
-    params = float64_params(m); check_eval(m)
+    params = float64_params(m)
+    check_eval(m)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     fams = [t.at(sizes) for t in T]
     if any(f is None or not family_fits(f, shapes) for f in fams):
@@ -539,7 +557,8 @@ def _carried_adapted(m, kind, call, params, laws, n, *, exprs, entry, sizes)->Ad
         with batched_experts(m): return call(m, {**bufs, **p}, x)
     inputs = call.inputs()
     ref = reference_forward(m, call)
-    rel = forward_gap(f, params, ref, inputs(2, torch.Generator().manual_seed(12345))); getattr(ref, 'release', list)()
+    rel = forward_gap(f, params, ref, inputs(2, torch.Generator().manual_seed(12345)))
+    getattr(ref, 'release', list)()
     if not rel <= FORWARD_TOL: raise ValueError(f"{type(m).__name__}: its model `f` is not the module's own forward (relative difference {rel:.1e})")
     D = sum(p.numel() for p in params.values())
     if entry[2] is None and n:

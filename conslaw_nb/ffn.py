@@ -23,7 +23,9 @@ def _sizes(params, names, finite=True):
     s = check_params(params, {k: _SPEC[k] for k in names}, finite=finite)
     return s['d'], s['d1']
 
-def _check_sizes(d, d1): check_int('d', d); check_int('d1', d1)
+def _check_sizes(d, d1):
+    check_int('d', d)
+    check_int('d1', d1)
 
 # %% ../nbs/04_ffn.ipynb #0cdf2a1f
 def ffn(
@@ -64,7 +66,9 @@ def swiglu_params(
     p,  # a `blocks.SwiGLU`, a bias-free LLaMA/Qwen MLP (gate_proj, up_proj, down_proj), or a params dict
 )->dict: # {'A': down_proj.weight, 'B': gate_proj.weight, 'C': up_proj.weight}: the tensors themselves, gradients flow
     "The paper's {'A', 'B', 'C'} view of a SwiGLU block in either layout"
-    if isinstance(p, dict): _sizes(p, ('A', 'B', 'C')); return {k: p[k] for k in 'ABC'}
+    if isinstance(p, dict):
+        _sizes(p, ('A', 'B', 'C'))
+        return {k: p[k] for k in 'ABC'}
     if not isinstance(p, nn.Module): raise ValueError(f"expected a params dict or an nn.Module, got {type(p).__name__}")
     nm = _names(p)
     if is_hf_mlp(p) and any(getattr(p, n).bias is not None for n in ('gate_proj', 'up_proj', 'down_proj')):
@@ -108,7 +112,8 @@ def swiglu_laws(
         _sizes(p, ('A', 'C'))
         return _laws(p['A'], p['C'])
     if not isinstance(p, nn.Module): raise ValueError(f"expected a params dict or an nn.Module, got {type(p).__name__}")
-    nm = _names(p); P = dict(p.named_parameters())
+    nm = _names(p)
+    P = dict(p.named_parameters())
     _sizes({'A': P[nm['A']], 'C': P[nm['C']]}, ('A', 'C'))
     return _laws(P[nm['A']], P[nm['C']], P[nm['c']] if nm['c'] else None)
 

@@ -21,10 +21,16 @@ def gradient_flow(
     every:int=None,       # keep every `every`-th state (default: only the last)
 )->list:
     "Integrate the gradient flow with classical RK4 in the params' dtype; returns the kept states as dicts"
-    flat = Flat(params); th = flat.flatten({k:v.detach() for k,v in params.items()})
-    g = _grad_flat(loss, flat); dt = t_end/n_steps; out = [flat.unflatten(th)]
+    flat = Flat(params)
+    th = flat.flatten({k:v.detach() for k,v in params.items()})
+    g = _grad_flat(loss, flat)
+    dt = t_end/n_steps
+    out = [flat.unflatten(th)]
     for i in range(n_steps):
-        k1 = -g(th); k2 = -g(th+dt/2*k1); k3 = -g(th+dt/2*k2); k4 = -g(th+dt*k3)
+        k1 = -g(th)
+        k2 = -g(th+dt/2*k1)
+        k3 = -g(th+dt/2*k2)
+        k4 = -g(th+dt*k3)
         th = th + dt/6*(k1+2*k2+2*k3+k4)
         if (every and (i+1) % every == 0) or i == n_steps-1: out.append(flat.unflatten(th))
     return out
@@ -36,7 +42,11 @@ def gradient_descent(
     n_steps:int,          # steps taken
 )->list:
     "Plain gradient descent θ ← θ − lr·∇L(θ); returns every state as a dict"
-    flat = Flat(params); th = flat.flatten({k:v.detach() for k,v in params.items()})
-    g = _grad_flat(loss, flat); out = [flat.unflatten(th)]
-    for _ in range(n_steps): th = th - lr*g(th); out.append(flat.unflatten(th))
+    flat = Flat(params)
+    th = flat.flatten({k:v.detach() for k,v in params.items()})
+    g = _grad_flat(loss, flat)
+    out = [flat.unflatten(th)]
+    for _ in range(n_steps):
+        th = th - lr*g(th)
+        out.append(flat.unflatten(th))
     return out

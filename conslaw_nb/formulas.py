@@ -287,8 +287,12 @@ def infer_count_formula(
 )->CountFormula:
     "Count the laws of `build(**s)` over a grid of sizes and fit the smallest exact polynomial formula, confirmed where it was not fitted"
     t0, (names, grid) = time.perf_counter(), _check_sizes(sizes)
-    seeds = check_seeds(seeds); check_int('holdout', holdout, 0); check_int('max_degree', max_degree, 0)
-    check_count_kw(count_kw); _check_build(build, names); outside = _check_points(outside, names, grid)
+    seeds = check_seeds(seeds)
+    check_int('holdout', holdout, 0)
+    check_int('max_degree', max_degree, 0)
+    check_count_kw(count_kw)
+    _check_build(build, names)
+    outside = _check_points(outside, names, grid)
     if domain is not None: _check_domain_grid(build, domain, names)
     if holdout == 0 and not outside: raise ValueError("nothing would confirm the formula: holdout=0 and no `outside` sizes; "
                                                       "hold out a grid point (holdout >= 1) or pass outside=[...]")
@@ -531,14 +535,19 @@ def formula_domain(
     t0 = time.perf_counter()
     names, pts = check_grid(grid)
     expr = _check_formula(formula, names)
-    seeds = check_seeds(seeds); check_int('max_ineq', max_ineq); check_count_kw(count_kw); _check_build(build, names)
+    seeds = check_seeds(seeds)
+    check_int('max_ineq', max_ineq)
+    check_count_kw(count_kw)
+    _check_build(build, names)
     known = {tuple(sorted(r['sizes'].items())): r for r in counted or ()}
     at = {p: known.get(tuple(sorted(zip(names, p)))) for p in pts}                       # a row already counted at p, if any
     new = [p for p in pts if at[p] is None]
     models = {p: build_at(build, dict(zip(names, p)), device) for p in new}               # every size built and run before any count
     got = dict(zip(new, count_rows([(models[p], dict(zip(names, p)), 'domain', seeds, count_kw or {}, device) for p in new], workers)))
     rows = [got[p] if at[p] is None else {k: v for k, v in at[p].items() if k not in ('predicted', 'match')} | {'role': 'domain'} for p in pts]
-    for r in rows: r['predicted'] = int(expr.subs(size_symbols(r['sizes']))); r['verdict'] = _verdict_at(r)
+    for r in rows:
+        r['predicted'] = int(expr.subs(size_symbols(r['sizes'])))
+        r['verdict'] = _verdict_at(r)
     v = np.array([r['verdict'] for r in rows])
     holds, fails, ineq, alts, why = v == 'holds', v == 'fails', (), [], ''
     if fails.any() and not holds.any(): ineq, why = None, 'the formula holds at no decided point of the grid'

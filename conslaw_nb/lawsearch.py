@@ -52,10 +52,14 @@ def param_blocks(params:dict)->list:
     out, off = [], 0
     for k, v in params.items():
         s = tuple(v.shape)
-        if len(s) <= 2: out.append(ParamBlock(k, k, s, off)); off += math.prod(s); continue
+        if len(s) <= 2:
+            out.append(ParamBlock(k, k, s, off))
+            off += math.prod(s)
+            continue
         n = s[-2]*s[-1]
         for idx in itertools.product(*map(range, s[:-2])):
-            out.append(ParamBlock(f"{k}[{', '.join(map(str, idx))}]", k, s[-2:], off)); off += n
+            out.append(ParamBlock(f"{k}[{', '.join(map(str, idx))}]", k, s[-2:], off))
+            off += n
     return out
 
 # %% ../nbs/09_lawsearch.ipynb #de473694
@@ -87,11 +91,21 @@ def _block_rows(b:ParamBlock, Jb:Tensor, P:Tensor, kind:str)->list:
     if kind != 'blocks': return parts
     R = Jb.shape[0]
     if len(b.shape) == 2:
-        m, n = b.shape; Jm, Pm = Jb.reshape(R, m, n), P.reshape(m, n)
-        X = Jm @ Pm.T; X = X + X.mT; iu = _iu(m, Jb.device); parts.append(X[:, iu[0], iu[1]])
-        Y = Jm.mT @ Pm; Y = Y + Y.mT; iu = _iu(n, Jb.device); parts.append(Y[:, iu[0], iu[1]])
+        m, n = b.shape
+        Jm, Pm = Jb.reshape(R, m, n), P.reshape(m, n)
+        X = Jm @ Pm.T
+        X = X + X.mT
+        iu = _iu(m, Jb.device)
+        parts.append(X[:, iu[0], iu[1]])
+        Y = Jm.mT @ Pm
+        Y = Y + Y.mT
+        iu = _iu(n, Jb.device)
+        parts.append(Y[:, iu[0], iu[1]])
     elif len(b.shape) == 1:
-        X = Jb[:, :, None]*P[None, None, :]; X = X + X.mT; iu = _iu(b.shape[0], Jb.device); parts.append(X[:, iu[0], iu[1]])
+        X = Jb[:, :, None]*P[None, None, :]
+        X = X + X.mT
+        iu = _iu(b.shape[0], Jb.device)
+        parts.append(X[:, iu[0], iu[1]])
     return parts
 
 def _block_values(b:ParamBlock, P:Tensor, kind:str)->list:
@@ -99,11 +113,15 @@ def _block_values(b:ParamBlock, P:Tensor, kind:str)->list:
     parts = [P*P]
     if kind != 'blocks': return parts
     if len(b.shape) == 2:
-        m, n = b.shape; Pm = P.reshape(m, n)
-        iu = _iu(m, P.device); parts.append((Pm @ Pm.T)[iu[0], iu[1]])
-        iu = _iu(n, P.device); parts.append((Pm.T @ Pm)[iu[0], iu[1]])
+        m, n = b.shape
+        Pm = P.reshape(m, n)
+        iu = _iu(m, P.device)
+        parts.append((Pm @ Pm.T)[iu[0], iu[1]])
+        iu = _iu(n, P.device)
+        parts.append((Pm.T @ Pm)[iu[0], iu[1]])
     elif len(b.shape) == 1:
-        iu = _iu(b.shape[0], P.device); parts.append(P[iu[0]]*P[iu[1]])
+        iu = _iu(b.shape[0], P.device)
+        parts.append(P[iu[0]]*P[iu[1]])
     return parts
 
 # %% ../nbs/09_lawsearch.ipynb #00677262
@@ -114,11 +132,13 @@ class Ansatz:
                  kind:str='blocks'): # 'blocks', 'dense' (every quadratic form) or 'linear'
         if kind not in ('blocks', 'dense', 'linear'): raise ValueError(f"`ansatz` must be 'blocks', 'dense' or 'linear', got {kind!r}")
         self.kind, self.flat = kind, Flat(params)
-        self.blocks = param_blocks(params); D = self.D = self.flat.D
+        self.blocks = param_blocks(params)
+        D = self.D = self.flat.D
         cols = [c for bi, b in enumerate(self.blocks) if kind != 'linear' for c in _block_cols(bi, b, kind)]
         if kind == 'dense': cols += [('x', None, (i, j)) for i, j in _iu(D).T.tolist()]
         self.cols = cols + [('lin', None, i) for i in range(D)]
-        self.C = len(self.cols); self.n_quad = self.C - D
+        self.C = len(self.cols)
+        self.n_quad = self.C - D
         self.weights = torch.tensor([_n_monomials(c, self.blocks) for c in self.cols], dtype=torch.float64)
 
     def _quad_blocks(self): return self.blocks if self.kind != 'linear' else []
@@ -135,7 +155,8 @@ class Ansatz:
         "Every primitive evaluated at θ (a C-vector)"
         parts = [p for b in self._quad_blocks() for p in _block_values(b, theta[b.sl], self.kind)]
         if self.kind == 'dense':
-            iu = _iu(self.D, theta.device); parts.append(theta[iu[0]]*theta[iu[1]])
+            iu = _iu(self.D, theta.device)
+            parts.append(theta[iu[0]]*theta[iu[1]])
         return torch.cat(parts + [theta])
 
 # %% ../nbs/09_lawsearch.ipynb #9e00b64e
@@ -151,7 +172,8 @@ class NullSpace:
 
 def _column_scale(M:Tensor)->Tensor:
     "Norm of each column of `M`, floored at `COL_FLOOR` of the largest (1 when every column is zero)"
-    s = M.norm(dim=0); top = float(s.max())
+    s = M.norm(dim=0)
+    top = float(s.max())
     return s.clamp_min(COL_FLOOR*top if top > 0 else 1.)
 
 class _RunningQR:
@@ -159,13 +181,17 @@ class _RunningQR:
     def __init__(self, M:Tensor): self.R, self.n_rows, self.n_thetas = torch.linalg.qr(M, mode='r').R, len(M), 1
     def add(self, M:Tensor):
         "Fold the rows `M` into R"
-        self.R = torch.linalg.qr(torch.cat([self.R, M]), mode='r').R; self.n_rows += len(M)
+        self.R = torch.linalg.qr(torch.cat([self.R, M]), mode='r').R
+        self.n_rows += len(M)
     def add_points(self, batch, n:int):
         "Fold in the rows of `n` fresh random points, `batch()` giving each one's rows, about 2C rows per QR (one QR costs ~C³ anyway)"
         rows = []
         for i in range(n):
-            rows.append(batch()); self.n_thetas += 1
-            if sum(map(len, rows)) >= 2*self.R.shape[1] or i == n - 1: self.add(torch.cat(rows)); rows = []
+            rows.append(batch())
+            self.n_thetas += 1
+            if sum(map(len, rows)) >= 2*self.R.shape[1] or i == n - 1:
+                self.add(torch.cat(rows))
+                rows = []
 
 # %% ../nbs/09_lawsearch.ipynb #ba92ea7c
 def loss_directions(
@@ -184,7 +210,8 @@ def _sampler(fn, params:dict, ansatz:Ansatz, sample_inputs, n_inputs, g:torch.Ge
     if isinstance(sample_inputs, Tensor) and sample_inputs.ndim and not len(sample_inputs):
         raise ValueError(f"`sample_inputs` is an empty tensor {tuple(sample_inputs.shape)}: pass at least one input (one per row)")
     x0 = draw_inputs(sample_inputs, 1, g, dev, dtype)[0]
-    K = output_dim(fn, params, x0); U = loss_directions(loss, K, dtype, dev)   # U: the loss's output directions, or None
+    K = output_dim(fn, params, x0)
+    U = loss_directions(loss, K, dtype, dev)  # U: the loss's output directions, or None
     n_in = n_inputs or (math.ceil(D/(K if U is None else len(U))) + 2)
     shapes = {k: tuple(v.shape) for k, v in params.items()}
     def batch():
@@ -206,7 +233,9 @@ def _null_rows(R:Tensor, n_rows:int, C:int, dtype):
 def _norm2(M:Tensor, iters:int=20)->float:
     "‖M‖₂ from below, by power iteration on MᵀM"
     v = torch.ones(M.shape[1], dtype=M.dtype, device=M.device)
-    for _ in range(iters): v = M.T @ (M @ v); v = v/v.norm().clamp_min(_TINY)
+    for _ in range(iters):
+        v = M.T @ (M @ v)
+        v = v/v.norm().clamp_min(_TINY)
     return float((M @ v).norm())
 
 def _restrict(N:Tensor, M:Tensor, dtype):
@@ -240,7 +269,8 @@ def law_nullspace(
     g = torch.Generator().manual_seed(seed)
     if tol is None: tol = law_tol(dtype)
     raw = _sampler(fn, params, ansatz, sample_inputs, n_inputs, g, dtype, loss)
-    first = raw(); scale = _column_scale(first)
+    first = raw()
+    scale = _column_scale(first)
     batch = lambda: normalize_rows(raw()/scale)
     qr = _RunningQR(normalize_rows(first/scale))
     need = math.ceil(OVERSAMPLE*ansatz.C/max(1, min(ansatz.D, qr.n_rows))) + 2
@@ -248,12 +278,20 @@ def law_nullspace(
     N, dec = _null_rows(qr.R, qr.n_rows, ansatz.C, dtype)        # (n0, C) in scaled coordinates: one C × C SVD
     gap, ok, n_rows, n_thetas = dec.gap, dec.status == 'ok', qr.n_rows, qr.n_thetas
     for _ in range(max_rounds):
-        fresh = torch.cat([batch() for _ in range(2)]); n_thetas += 2
+        fresh = torch.cat([batch() for _ in range(2)])
+        n_thetas += 2
         res = float((fresh @ N.T).abs().max()) if len(N) else 0.
         if res <= tol: break
-        M = torch.cat([fresh] + [batch() for _ in range(max(2, need//2))]); n_thetas += max(2, need//2); n_rows += len(M)
-        if ok and restrict: N, dec = _restrict(N, M, dtype); gap = min(gap, dec.gap)   # a decided null space only shrinks: intersect
-        else: qr.add(M); N, dec = _null_rows(qr.R, qr.n_rows, ansatz.C, dtype); gap = dec.gap   # undecided: all rows again
+        M = torch.cat([fresh] + [batch() for _ in range(max(2, need//2))])
+        n_thetas += max(2, need//2)
+        n_rows += len(M)
+        if ok and restrict:
+            N, dec = _restrict(N, M, dtype)
+            gap = min(gap, dec.gap)  # a decided null space only shrinks: intersect
+        else:
+            qr.add(M)
+            N, dec = _null_rows(qr.R, qr.n_rows, ansatz.C, dtype)
+            gap = dec.gap  # undecided: all rows again
         ok = dec.status == 'ok'
     status = 'ok' if ok and res <= tol else 'ambiguous'
     return NullSpace(N/scale, n_rows, n_thetas, gap, status, res)
@@ -261,7 +299,9 @@ def law_nullspace(
 # %% ../nbs/09_lawsearch.ipynb #75bddffa
 def rref(A:Tensor, tol:float=COEF_ZERO):
     "Reduced row echelon form of the rows of `A` (pivot threshold `tol` times the largest entry) and its pivot columns"
-    A = A.clone(); n, C = A.shape; piv, r = [], 0
+    A = A.clone()
+    n, C = A.shape
+    piv, r = [], 0
     big = float(A.abs().max()) if A.numel() else 0.
     for c in range(C):
         if r == n: break
@@ -269,16 +309,20 @@ def rref(A:Tensor, tol:float=COEF_ZERO):
         if float(A[i, c].abs()) <= tol*big: continue
         if i != r: A[[r, i]] = A[[i, r]]
         A[r] = A[r]/A[r, c]
-        f = A[:, c].clone(); f[r] = 0
+        f = A[:, c].clone()
+        f[r] = 0
         A -= f[:, None]*A[r][None]
-        piv.append(c); r += 1
+        piv.append(c)
+        r += 1
     return A[:r], piv
 
 # %% ../nbs/09_lawsearch.ipynb #d316f64a
 def _l1_clean(h:Tensor, Z:Tensor, iters:int=50)->Tensor:
     "The representative h + Zᵀγ of h's coset with the smallest L1 norm (reweighted least squares, then polished on its support)"
     if len(Z) == 0: return h
-    top = float(h.abs().max()); r = h.clone(); delta = top*L1_DELTA0
+    top = float(h.abs().max())
+    r = h.clone()
+    delta = top*L1_DELTA0
     for _ in range(iters):
         w = 1/torch.clamp(r.abs(), min=delta)
         gam = torch.linalg.lstsq((Z*w) @ Z.T, -((Z*w) @ h)[:, None]).solution[:, 0]
@@ -299,11 +343,13 @@ def _reach(h:Tensor, Z:Tensor)->tuple:
     """The rows of Z that can change h's ℓ1 norm, and the columns they and h touch: h's connected component in the graph
     of shared nonzero entries. A row outside it touches none of these columns, so its optimal weight is 0"""
     nz = Z.abs() > COEF_ZERO*Z.abs().amax(1, keepdim=True).clamp_min(_TINY)
-    cols = h.abs() > COEF_ZERO*float(h.abs().max()); rows = torch.zeros(len(Z), dtype=torch.bool)
+    cols = h.abs() > COEF_ZERO*float(h.abs().max())
+    rows = torch.zeros(len(Z), dtype=torch.bool)
     while True:
         new = (nz[:, cols].any(1)) & ~rows
         if not new.any(): return rows, cols
-        rows |= new; cols = cols | nz[new].any(0)
+        rows |= new
+        cols = cols | nz[new].any(0)
 
 def _sparser(h:Tensor, Z:Tensor, wt:Tensor)->Tensor:
     "The ℓ1-cleaned representative of h + span(Z) (monomial-weighted), kept only if it uses strictly fewer monomials"
@@ -311,7 +357,8 @@ def _sparser(h:Tensor, Z:Tensor, wt:Tensor)->Tensor:
     rows, cols = _reach(h, Z)                               # only h's component of Z can sparsify it: solve on it alone
     if not rows.any(): return h
     Zc = Z[rows]
-    r = h.clone(); r[cols] = _l1_clean((h*wt)[cols], (Zc*wt)[:, cols])/wt[cols]
+    r = h.clone()
+    r[cols] = _l1_clean((h*wt)[cols], (Zc*wt)[:, cols])/wt[cols]
     return r if _nnz(r, wt) < _nnz(h, wt) else h
 
 # %% ../nbs/09_lawsearch.ipynb #8b8d2408
@@ -350,7 +397,9 @@ def _pick_quadratic(quad:Tensor, Z:Tensor, wt:Tensor)->list:
     basis, picked = _orth(Z).clone(), []
     for q in quad:
         d = _new_direction(basis, q)
-        if d is not None: picked.append(_sparser(q, Z, wt)); basis = torch.cat([basis, d])
+        if d is not None:
+            picked.append(_sparser(q, Z, wt))
+            basis = torch.cat([basis, d])
     return picked
 
 def _sparsest(picked:list, Z:Tensor, wt:Tensor, rounds:int=2)->list:
@@ -382,5 +431,7 @@ def independent_laws(
     kept, G = [], torch.zeros(0, ansatz.D, dtype=torch.float64)
     for i, c in enumerate(coefs):
         d = _new_direction(G, jacrev(lambda t: ansatz.values(t) @ c)(theta))
-        if d is not None: kept.append(i); G = torch.cat([G, d])
+        if d is not None:
+            kept.append(i)
+            G = torch.cat([G, d])
     return kept

@@ -38,12 +38,14 @@ def _snap(c:float, scale:float=1.)->float:
 # %% ../nbs/10_lawtext.ipynb #0fccf2c7
 def _additive(w:Tensor, tol:float):
     "Write w[p, q] = a[p] + b[q] with the fewest non-zeros (weighted median shift), or None if w is not additive"
-    a0 = w[:, 0].clone(); b0 = w[0, :] - w[0, 0]
+    a0 = w[:, 0].clone()
+    b0 = w[0, :] - w[0, 0]
     if float((w - a0[:, None] - b0[None, :]).abs().max()) > tol: return None
     pts = torch.cat([-a0, b0]).sort().values
     c = float(pts[(len(pts)-1)//2])
     a, b = a0 + c, b0 - c
-    a[a.abs() <= tol] = 0; b[b.abs() <= tol] = 0
+    a[a.abs() <= tol] = 0
+    b[b.abs() <= tol] = 0
     return a, b
 
 # %% ../nbs/10_lawtext.ipynb #249659d0
@@ -80,7 +82,8 @@ def _collect(a:Tensor, ansatz:Ansatz, tol:float)->tuple:
 # %% ../nbs/10_lawtext.ipynb #8aa10b1d
 def _row_col_products(d:dict, shape:tuple, tol:float)->tuple:
     "In-block products {(i, j): coef} of an (m, n) block as row and column inner products {(p, p'): coefs}, or (None, None)"
-    m, n = shape; rowc, colc, ok = {}, {}, True
+    m, n = shape
+    rowc, colc, ok = {}, {}, True
     for (i, j), v in d.items():
         (p, q), (p2, q2) = divmod(i, n), divmod(j, n)
         if q == q2: rowc.setdefault((min(p, p2), max(p, p2)), []).append(v)
@@ -145,14 +148,17 @@ def _merge_runs(terms:list)->list:
             c0, k0, b0, i0 = out[-1]
             if b0 == bi and k0 in (kind, kind[:3]+'slice') and abs(c0 - c) <= SAME_COEF*max(1., abs(c)):
                 lo, hi = (i0[0], i0[0]+1) if k0 == kind else i0
-                if hi == idx[0]: out[-1] = (c0, kind[:3]+'slice', bi, (lo, hi+1)); continue
+                if hi == idx[0]:
+                    out[-1] = (c0, kind[:3]+'slice', bi, (lo, hi+1))
+                    continue
         out.append((c, kind, bi, idx))
     return out
 
 # %% ../nbs/10_lawtext.ipynb #3737c481
 def law_terms(alpha:Tensor, ansatz:Ansatz)->list:
     "Readable terms (coef, kind, block, idx) of the law with coefficients `alpha` in `ansatz`"
-    a = alpha.double().cpu(); tol = COEF_ZERO*float(a.abs().max())
+    a = alpha.double().cpu()
+    tol = COEF_ZERO*float(a.abs().max())
     sq, lin, pairs, cross, dense_in = _collect(a, ansatz, tol)
     _dense_pairs(dense_in, ansatz.blocks, tol, pairs, cross)
     terms = []
@@ -233,7 +239,8 @@ class LawGroup:
         self.expr, self.laws, self.kind = expr, laws, kind
     def __len__(self): return len(self.laws)
     def __call__(self, params:dict)->Tensor:
-        th = self.laws[0]._theta(params); a = self.laws[0].ansatz
+        th = self.laws[0]._theta(params)
+        a = self.laws[0].ansatz
         return a.values(th) @ torch.stack([l.coef for l in self.laws], 1).to(th)
     def __repr__(self): return f"LawGroup({self.expr}, {len(self)} laws)"
 
@@ -249,7 +256,9 @@ def _gram_key(terms:list, blocks:list):
         if gk is None: return None
         p = (idx[0], idx[0]) if len(idx) == 1 else tuple(idx)
         if pair is not None and p != pair: return None
-        pair = p; sig.append((c, gk, bi)); dims.add(blocks[bi].shape[0 if gk in ('G_row', 'G_vec') else 1])
+        pair = p
+        sig.append((c, gk, bi))
+        dims.add(blocks[bi].shape[0 if gk in ('G_row', 'G_vec') else 1])
     if len(dims) != 1: return None
     return (tuple(sig), dims.pop()), pair
 
@@ -267,9 +276,13 @@ def _index_key(terms:list, blocks:list):
         elif kind in ('e2', 'e') and len(b.shape) == 1: d = b.shape[0]
         else: return None
         if width is not None and w != width: return None
-        width = w; sig.append((c, kind, bi)); dims.add(d); at.append(idx[0])
+        width = w
+        sig.append((c, kind, bi))
+        dims.add(d)
+        at.append(idx[0])
     if len(dims) != 1 or not at or min(at) % width: return None
-    i0 = min(at); off = tuple(a - i0 for a in at)
+    i0 = min(at)
+    off = tuple(a - i0 for a in at)
     if width > 1 and any(off): return None                # slices move together (2j:2j+2), never apart
     return (tuple(s + (o,) for s, o in zip(sig, off)), dims.pop(), width), i0
 
@@ -320,12 +333,18 @@ def _merge_slices(groups:list, blocks:list)->list:
     out, where = [], {}
     for g in groups:
         sk = _slice_key(g, blocks)
-        if sk is None: out.append(g); continue
+        if sk is None:
+            out.append(g)
+            continue
         k, h = sk
         if k in where: where[k][1].append((h, g))
-        else: where[k] = (len(out), [(h, g)]); out.append(None)
+        else:
+            where[k] = (len(out), [(h, g)])
+            out.append(None)
     for (key, kind, params), (pos, members) in where.items():
-        if len(members) == 1: out[pos] = members[0][1]; continue
+        if len(members) == 1:
+            out[pos] = members[0][1]
+            continue
         n = min(_leading(blocks, p) for p in params)
         laws = [l for _, g in sorted(members, key=lambda t: t[0]) for l in g.laws]
         out[pos] = LawGroup(key + _range_str('h', sorted(h for h, _ in members), n), laws, kind)

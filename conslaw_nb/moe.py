@@ -32,8 +32,11 @@ def _check_W(W):
 
 def _check_config(d, d1, E, k, gate):
     "The size, top-k and gate arguments of the theory functions"
-    check_int('d', d); check_int('d1', d1); check_int('n_experts', E, hint='a mixture needs at least one expert (E >= 1)')
-    check_top_k(k, E); check_choice('gate', gate, MOE_GATES)
+    check_int('d', d)
+    check_int('d1', d1)
+    check_int('n_experts', E, hint='a mixture needs at least one expert (E >= 1)')
+    check_top_k(k, E)
+    check_choice('gate', gate, MOE_GATES)
 
 # %% ../nbs/06_moe.ipynb #2c4458cc
 def moe(
@@ -45,7 +48,8 @@ def moe(
     "A mixture of SwiGLU experts `Σ_i g_i(x) E_i(x)` in the paper's notation: `blocks.moe_mlp(x, W, [B; C], A, k, gate)`"
     check_choice('gate', gate, MOE_GATES)
     E, d, d1 = _sizes(params)
-    check_top_k(k, E); check_input(x, d, params['W'])
+    check_top_k(k, E)
+    check_input(x, d, params['W'])
     return moe_mlp(x, params['W'], torch.cat([params['B'], params['C']], 1), params['A'], k, gate)
 
 # %% ../nbs/06_moe.ipynb #5bd2f31f
@@ -55,7 +59,9 @@ def moe_shapes(
     E:int,       # experts
 )->dict:
     "Shapes of the stacked MoE params: router W (E, d), experts A (E, d, d1), B and C (E, d1, d)"
-    check_int('d', d); check_int('d1', d1); check_int('E', E, hint='a mixture needs at least one expert')
+    check_int('d', d)
+    check_int('d1', d1)
+    check_int('E', E, hint='a mixture needs at least one expert')
     return {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}
 
 # %% ../nbs/06_moe.ipynb #a8b35f3d
@@ -98,7 +104,9 @@ def moe_params(
     p,  # a params dict, a `blocks.MoE`, or a transformers-5 block (router `gate`, fused `experts`)
 )->dict: # {'W': (E, d), 'A': (E, d, d1), 'B': (E, d1, d), 'C': (E, d1, d)}; views of the module's parameters, gradients flow
     "The paper's stacked {'W', 'A', 'B', 'C'} view of a mixture-of-experts block (the routed experts; see `moe_laws` for a shared one)"
-    if isinstance(p, dict): _sizes(p, where='p'); return {n: p[n] for n in 'WABC'}
+    if isinstance(p, dict):
+        _sizes(p, where='p')
+        return {n: p[n] for n in 'WABC'}
     if not isinstance(p, nn.Module):
         raise ValueError(f"`p` must be a params dict {{'W', 'A', 'B', 'C'}} or an MoE module, got {type(p).__name__}")
     out = _stack(dict(p.named_parameters()), _names(p))
@@ -120,7 +128,8 @@ def moe_laws(
     q = moe_params(p)
     check_router(q['W'], "p['W']" if isinstance(p, dict) else f"p.{_names(p)['W']}")    # laws are posed at generic points only
     if isinstance(p, nn.Module):
-        nm = _names(p); P = dict(p.named_parameters())
+        nm = _names(p)
+        P = dict(p.named_parameters())
         return _laws(q, {r: P[n] for r, n in nm['shared'].items()} if nm['shared'] else None)
     return _laws(q)
 
@@ -224,7 +233,9 @@ def moe_stated_theory(
 def _posed(k, gate):
     "`moe(p, x, k, gate)` as the engine's model: its `check_point` refuses a router that is not generic (see `core.as_functional`)"
     def f(p, x): return moe(p, x, k=k, gate=gate)
-    def check_point(p): _sizes(p); check_router(p['W'], "params['W']")
+    def check_point(p):
+        _sizes(p)
+        check_router(p['W'], "params['W']")
     f.check_point = check_point
     return f
 

@@ -90,7 +90,10 @@ def found_families(a)->list:
     for l in a.laws.laws:
         nz = l.coef.nonzero()[:, 0].tolist()
         ps, ds = set(), set()
-        for c in nz: p, d = _col_params(A, c); ps |= p; ds.add(d)
+        for c in nz:
+            p, d = _col_params(A, c)
+            ps |= p
+            ds.add(d)
         fams.setdefault((tuple(sorted(ps)), max(ds)), []).append((l.coef, nz, ds))
     out = []
     for (ps, deg), ls in fams.items():
@@ -143,19 +146,33 @@ def _read_blocks(model:nn.Module):
 # %% ../nbs/14_monitor.ipynb #32eb2eeb
 class _Reads(dict):
     "A dict that records which keys are read (iterating it reads them all)"
-    def __init__(self, *a): super().__init__(*a); self.seen = set()
-    def __getitem__(self, k): self.seen.add(k); return super().__getitem__(k)
-    def get(self, k, default=None): self.seen.add(k); return super().get(k, default)
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.seen = set()
+    def __getitem__(self, k):
+        self.seen.add(k)
+        return super().__getitem__(k)
+    def get(self, k, default=None):
+        self.seen.add(k)
+        return super().get(k, default)
     def _all(self): self.seen |= set(self.keys())
-    def items(self): self._all(); return super().items()
-    def values(self): self._all(); return super().values()
-    def __iter__(self): self._all(); return super().__iter__()
+    def items(self):
+        self._all()
+        return super().items()
+    def values(self):
+        self._all()
+        return super().values()
+    def __iter__(self):
+        self._all()
+        return super().__iter__()
 
 def _read_names(a, P:dict, found:bool)->list:
     "The names of the block parameters its law rows and controls read (all of them for found laws, read as one flat θ)"
     if found: return list(a.param_names)
     R = _Reads({n: v.detach().to(torch.float64) for n, v in P.items()})
-    with torch.no_grad(): a.law_rows(R); a.controls(R)
+    with torch.no_grad():
+        a.law_rows(R)
+        a.controls(R)
     return [n for n in a.param_names if n in R.seen]
 
 # %% ../nbs/14_monitor.ipynb #803ff693
@@ -518,7 +535,9 @@ def plot(self:ConservationMonitor,
     steps = sorted({r['step'] for r in self.history})
     tabs = [self.families([r for r in self.history if r['step'] == s]) for s in steps]
     fams = families or list(tabs[-1])
-    if axs is None: _, axs = plt.subplots(1, len(fams), figsize=(3.2 * len(fams), 2.8), squeeze=False); axs = axs[0]
+    if axs is None:
+        _, axs = plt.subplots(1, len(fams), figsize=(3.2 * len(fams), 2.8), squeeze=False)
+        axs = axs[0]
     floor = max(r['floor'] for r in self.history if r['step'] == steps[-1])
     for ax, f in zip(axs, fams):
         ax.plot(steps, [max(t[f]['drift_wd'], 1e-18) for t in tabs], 'o-', label='law')

@@ -80,8 +80,11 @@ class CountOptions:
     def __post_init__(self): self.check()
     def check(self):
         "Refuse a knob out of its range, naming it"
-        _opt_int('n_samples', self.n_samples); check_int('max_depth', self.max_depth); _opt_int('max_samples', self.max_samples)
-        _opt_int('patience', self.patience); check_int('bracket_patience', self.bracket_patience)
+        _opt_int('n_samples', self.n_samples)
+        check_int('max_depth', self.max_depth)
+        _opt_int('max_samples', self.max_samples)
+        _opt_int('patience', self.patience)
+        check_int('bracket_patience', self.bracket_patience)
         g, u = self.min_gap, self.unseen_tol
         if g is not None and not (isinstance(g, (int, float)) and math.isfinite(g) and g > 1):
             raise ValueError(f"`min_gap` = {g!r}: a singular-value gap is a ratio; pass a finite number > 1, or None for the default")
@@ -93,13 +96,17 @@ class CountOptions:
 class SolverOptions(CountOptions):
     "`method='lu'`'s knobs, and every null-space solver's (`null_space`): the Jacobian rows held a chunk at a time"
     budget:int=2**28             # bytes of Jacobian rows held at once
-    def check(self): super().check(); check_int('budget', self.budget)
+    def check(self):
+        super().check()
+        check_int('budget', self.budget)
 
 @dataclass
 class LobpcgOptions(SolverOptions):
     "`method='lobpcg'`'s and `'gram'`'s knobs (and 'auto''s, which may take either path)"
     max_iters:int=3000           # LOBPCG iterations before 'ambiguous'
-    def check(self): super().check(); check_int('max_iters', self.max_iters)
+    def check(self):
+        super().check()
+        check_int('max_iters', self.max_iters)
 
 @dataclass
 class ShiftInvertOptions(SolverOptions):
@@ -146,7 +153,9 @@ def count_options(
         warnings.warn(f"count_laws({', '.join(f'{k}=' for k in old)}...): the knobs as keywords are deprecated; pass "
                       f"options={{{', '.join(repr(k) + ': ...' for k in old)}}} (or a {cls.__name__})", DeprecationWarning, stacklevel=3)
         options = {**(options or {}), **{k: v for k, v in old.items() if k in _names(cls)}}   # (as before: another method's knob is unread)
-    if isinstance(options, CountOptions): options.check(); return options
+    if isinstance(options, CountOptions):
+        options.check()
+        return options
     if bad := [k for k in (options or {}) if k not in _names(cls)]:
         other = [m for m, c in OPTIONS.items() if all(k in _names(c) for k in bad)]
         raise ValueError(f"`options` has {bad}, which method={method!r} does not take: its options are {_names(cls)}"
@@ -186,7 +195,8 @@ def _saturate(c:_Count, add, n0:int, pat:int, cap:int, regions=None)->tuple:
     at most `cap` in all; a piecewise model's `regions`: batches that at most double, and the unseen mass in the reason.
     Returns (dim W, the fixed inputs or None, inputs used)"""
     if isinstance(c.sample_inputs, Tensor):               # fixed inputs: the last quarter must add nothing
-        X = c.draw(None); n_head = max(1, (3*len(X))//4)
+        X = c.draw(None)
+        n_head = max(1, (3*len(X))//4)
         head = add(X[:n_head], False)
         if head is None: raise Ambiguous(_GAP, len(X))
         tail = add(X[n_head:], False) if n_head < len(X) else head
@@ -197,9 +207,12 @@ def _saturate(c:_Count, add, n0:int, pat:int, cap:int, regions=None)->tuple:
         return tail[0], X, len(X)
     r, n_used, quiet, n_batch, retry = 0, 0, 0, n0, 0
     while True:
-        X = c.draw(n_batch); n_used += n_batch
+        X = c.draw(n_batch)
+        n_used += n_batch
         got = add(X, r == 0 and retry < SPAN_RETRIES and n_used + n_batch <= cap)   # too few rows can leave the first
-        if got is _AGAIN: retry += 1; continue            # batch's smallest singular values at rounding's level: judged again
+        if got is _AGAIN:
+            retry += 1
+            continue  # batch's smallest singular values at rounding's level: judged again
         if got is None: raise Ambiguous(_GAP, n_used)    # with as many more rows (the count rests on the decision with them all)
         quiet = quiet + n_batch if (got[0] == r and n_used > n_batch) else got[1]
         r = got[0]
@@ -217,11 +230,15 @@ def _grow_span(span:Span, c:_Count, regions:Regions)->tuple:
     "Phase 1 of `count_laws`: rows ∇f_k(θ; x) until the span W(θ) is saturated; returns (dim W, inputs, inputs used)"
     D, held = c.D, []
     def add(X, again):                                    # the rows of inputs X, with those held from an ambiguous batch
-        J = jacobian_rows(c.fn, c.flat, c.theta, X, c.o.chunk_size); regions.add(J)
+        J = jacobian_rows(c.fn, c.flat, c.theta, X, c.o.chunk_size)
+        regions.add(J)
         if c.B is not None: J = (c.B @ J.reshape(-1, c.K, D)).reshape(-1, D)   # the loss's output directions only
         R = normalize_rows(J) if not held else torch.cat([held.pop(), normalize_rows(J)])
         r = span.add(R)
-        if r is None and again: held.append(R); span.decisions.pop(); return _AGAIN   # (the span is unchanged)
+        if r is None and again:
+            held.append(R)
+            span.decisions.pop()
+            return _AGAIN  # (the span is unchanged)
         return None if r is None else (r, 0)
     n0 = c.o.n_samples or (math.ceil(D/c.Kp)+4)
     pat = c.o.patience if c.o.patience is not None else max(n0, 32)
@@ -300,19 +317,25 @@ def count_laws(
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
-    check_choice('loss', loss, LOSSES); o = count_options(method, options, **old); check_int('seed', seed, 0)
+    check_choice('loss', loss, LOSSES)
+    o = count_options(method, options, **old)
+    check_int('seed', seed, 0)
     if isinstance(sample_inputs, Tensor) and sample_inputs.dim() == 0:
         raise ValueError("`sample_inputs` is a 0-d tensor: pass a batch of inputs (first dimension: the inputs), or a callable")
     if n_args(f) == 1: raise ValueError("`f` takes one argument, like a law h(params): count_laws takes the model, "
                                         "f(params, x) on one input (or an nn.Module): count_laws(f, params, sample_inputs)")
     fn, params = as_functional(f, params, o.dtype, device, o.exact)
-    flat = Flat(params); theta = flat.flatten(params); g = torch.Generator().manual_seed(seed)
+    flat = Flat(params)
+    theta = flat.flatten(params)
+    g = torch.Generator().manual_seed(seed)
     if isinstance(sample_inputs, Tensor) and len(sample_inputs) == 0: raise ValueError("`sample_inputs` is an empty tensor: pass at least one input")
-    x0 = draw_inputs(sample_inputs, 1, g, theta.device, o.dtype)[0]; K = output_dim(fn, params, x0)
+    x0 = draw_inputs(sample_inputs, 1, g, theta.device, o.dtype)[0]
+    K = output_dim(fn, params, x0)
     B = output_basis(loss, K, o.dtype, theta.device) if loss == 'ce' else None
     if o.max_depth >= 2:                  # brackets need forward-mode AD: find out now, not after sampling the span
         with model_errors(): jvp(lambda th: flat_model(fn, flat)(th, x0), (theta,), (torch.ones_like(theta),))
-    pw = piecewise_ops(fn, params, x0); meth = _count_method(method, flat.D, pw, theta.device)
+    pw = piecewise_ops(fn, params, x0)
+    meth = _count_method(method, flat.D, pw, theta.device)
     c = _Count(fn, flat, theta, sample_inputs, g, K, B, o=_options_for(meth, o), progress=progress is not False)
     return _count(c, x0, pw, meth, t0)
 
@@ -327,9 +350,14 @@ def _count(c:_Count, x0:Tensor, pw:tuple, meth:str, t0:float)->LawCount:
                         min((d.gap for d in span.decisions), default=math.inf), status, reason, time.perf_counter()-t0, span.decisions,
                         pw, regions.unseen, meth, info)
     try:                                   # 1. the span W(θ)
-        if meth in NULL_SOLVERS: span, X, n_used, solver = _grow_null_space(c, meth); info.update(solver); r = span.rank
+        if meth in NULL_SOLVERS:
+            span, X, n_used, solver = _grow_null_space(c, meth)
+            info.update(solver)
+            r = span.rank
         if meth == 'dense': r, X, n_used = _grow_span(span, c, regions)
-    except Ambiguous as e: n_used = e.args[1]; return out('ambiguous', e.args[0])
+    except Ambiguous as e:
+        n_used = e.args[1]
+        return out('ambiguous', e.args[0])
     if X is not None and regions.active and n_used < 1/o.unseen_tol: return out('ambiguous', _few_inputs(n_used, o.unseen_tol, regions.unseen))
     dims.append(r)
     for depth in range(2, o.max_depth + 2): # 2. brackets, depth by depth, until a depth adds nothing

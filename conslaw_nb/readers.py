@@ -164,7 +164,9 @@ def _batch_axis(one:Tensor, two:Tensor):
 
 class Calls(dict):
     "path -> `Call` of `capture_calls`, with `.refused`: {path: why a block's call cannot be replayed}"
-    def __init__(self, calls=(), refused=None): super().__init__(calls); self.refused = dict(refused or {})
+    def __init__(self, calls=(), refused=None):
+        super().__init__(calls)
+        self.refused = dict(refused or {})
 
 # %% ../nbs/07_adapters.ipynb #c0a11505
 def _call_of(p:str, runs:list, token:bool)->Call:
@@ -266,7 +268,8 @@ def _out_view(W:Tensor, h:int)->Tensor:
 # %% ../nbs/07_adapters.ipynb #2fbf44cc
 def _grp(t:Tensor, Hkv:int)->Tensor: return t.unflatten(0, (Hkv, -1)).sum(1)   # sum over the query heads of each key/value group
 def _pair(c:Tensor, pairs:str)->Tensor:                          # the two columns of each RoPE pair, summed
-    m = c.shape[-1]//2; return c[..., :m] + c[..., m:] if pairs == 'half' else c[..., 0::2] + c[..., 1::2]
+    m = c.shape[-1]//2
+    return c[..., :m] + c[..., m:] if pairs == 'half' else c[..., 0::2] + c[..., 1::2]
 def _bb(b, h): return 0. if b is None else b.view(h, -1)**2      # a bias's squares per head and column
 
 # %% ../nbs/07_adapters.ipynb #2fbf44cf
@@ -278,12 +281,16 @@ def _attention_laws(L:Layout):
     kb = rope or qknorm is not None                          # the key bias joins K's rows (else it has laws of its own)
     grp, pair, bb = (lambda t: _grp(t, Hkv)), (lambda c: _pair(c, L.pairs)), _bb
     def gram(A): return A.mT @ A                             # (h, n, dh) -> (h, dh, dh)
-    def outer(b, h): b = b.view(h, -1); return b[:, :, None]*b[:, None, :]
+    def outer(b, h):
+        b = b.view(h, -1)
+        return b[:, :, None]*b[:, None, :]
     def parts(P):
-        w = V(P); q, v = _heads_view(w['q'], H), _heads_view(w['v'], Hkv)
+        w = V(P)
+        q, v = _heads_view(w['q'], H), _heads_view(w['v'], Hkv)
         s = dict(w=w, GV=gram(v), GO=gram(_out_view(w['o'], H)))
         if qknorm is None and not rope:                   # cq: bias-free column norms² (H, dk), a Gram's diagonal where there is one
-            G = gram(q); s['cq'], s['GK'] = G.diagonal(0, 1, 2), gram(_heads_view(w['k'], Hkv))
+            G = gram(q)
+            s['cq'], s['GK'] = G.diagonal(0, 1, 2), gram(_heads_view(w['k'], Hkv))
             s['GQ'] = G if w['bq'] is None else G + outer(w['bq'], H)
         else: s['cq'], s['ck'] = q.pow(2).sum(1), _heads_view(w['k'], Hkv).pow(2).sum(1) + bb(w['bk'] if kb else None, Hkv)
         return s
@@ -304,7 +311,9 @@ def _attention_laws(L:Layout):
         if 'k_bias' in h: r['k_bias'] = h['k_bias'][None]
         return r
     def ctrl(s): return {'q_norm': s['cq'].sum(1)[:, None], 'v_norm': s['GV'].diagonal(0, 1, 2).sum(1)[:, None]}
-    def both(P): s = parts(P); return to_rows(of(s)), ctrl(s)
+    def both(P):
+        s = parts(P)
+        return to_rows(of(s)), ctrl(s)
     laws.grad_norms = lambda P: _attention_grad_norms(L, P)
     return laws, (lambda P: to_rows(laws(P))), (lambda P: ctrl(parts(P))), both
 
@@ -401,8 +410,10 @@ def read_hf_attention(
         raise NotStated(f"{name} takes no `position_embeddings`: adapt states the laws of RoPE attention in the Llama layout only")
     if m.training and getattr(m, 'attention_dropout', 0): raise ValueError(
         f"{name} is in training mode with attention dropout {m.attention_dropout}: call .eval()")
-    H = cfg.num_attention_heads; Hkv = getattr(cfg, 'num_key_value_heads', None) or H
-    dk = m.head_dim; dv = m.v_proj.out_features // Hkv
+    H = cfg.num_attention_heads
+    Hkv = getattr(cfg, 'num_key_value_heads', None) or H
+    dk = m.head_dim
+    dv = m.v_proj.out_features // Hkv
     call = call or hf_call(m, T)
     pe = None if call is None else call.kwargs.get('position_embeddings')
     if pe is None: raise NotStated(f"{name}: no model built from its config passed it `position_embeddings`, so its rotary layout is unknown")
@@ -661,7 +672,8 @@ def read_moe(
         sw = torch.cat([l['experts'].reshape(-1)] + ([l['shared']] if 'shared' in l else []))
         return {'swiglu': sw[:, None], 'gate': l['gate_sum'][None]}
     def controls(P):
-        W = P['gate.weight']; A = P['experts.down_proj']
+        W = P['gate.weight']
+        A = P['experts.down_proj']
         return {'router_norm': _sq(W, 1)[:, None], 'down_norm': _sq(A, 1).reshape(-1, 1)}
     k_eff = None if k is None or k >= E else k
     expected = (E*d1 + d if not norm else moe_measured_theory(d, d1, E, k_eff, gate)) + d1s

@@ -40,7 +40,9 @@ def _tensors(x):
 
 class _PiecewiseProbe(TorchFunctionMode):
     "Record the non-analytic functions applied to tensors that carry gradient (that depend on the inputs or weights)"
-    def __init__(self): super().__init__(); self.ops = []
+    def __init__(self):
+        super().__init__()
+        self.ops = []
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         ts = list(_tensors((args, kwargs)))
@@ -69,7 +71,9 @@ def _region_ids(J:Tensor, K:int)->list:
 
 def good_turing(counts)->tuple:
     "(N₁/N, N₁, N): the Good–Turing estimate of the probability mass of species never seen, from species counts"
-    counts = list(counts); N = sum(counts); n1 = sum(1 for c in counts if c == 1)
+    counts = list(counts)
+    N = sum(counts)
+    n1 = sum(1 for c in counts if c == 1)
     return (n1/N if N else 1.), n1, N
 
 # %% ../nbs/01b_regions.ipynb #18a1a5d8

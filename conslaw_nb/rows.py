@@ -59,7 +59,9 @@ def _bracket_stack(fx, xs, ws, norms:bool=False):
             DX_Z = vmap(lambda z: DX(z)[0])(Z)                # DX·z for every inner term z
             return torch.cat([DZ_X, -DX_Z]), torch.cat([n, Xth.norm()[None]])
         return T
-    def T(th): Y = field(d-1)(th); return Y[None], Y.norm()[None]
+    def T(th):
+        Y = field(d-1)(th)
+        return Y[None], Y.norm()[None]
     for i in range(d-2, -1, -1): T = level(T, field(i), i == d-2)
     stack = T
     return stack if norms else (lambda th: stack(th)[0])
@@ -110,7 +112,9 @@ def bracket_fd_error(
     fx = flat_model(fn, flat)
     X = lambda th: grad(lambda t: (ws[0]*fx(t, xs[0])).sum())(th)                 # the outer field Y_0
     Z = lambda th: _bracket_stack(fx, xs[1:], ws[1:])(th).sum(0)                   # the inner bracket, by AD (checked one depth earlier)
-    if row is None: row, scale = bracket_rows(fn, flat, theta, xs[None], ws[None], return_scale=True); row, scale = row[0], scale[0]
+    if row is None:
+        row, scale = bracket_rows(fn, flat, theta, xs[None], ws[None], return_scale=True)
+        row, scale = row[0], scale[0]
     h = fd_step(theta.dtype) * max(float(theta.norm())/math.sqrt(flat.D), _THETA_SCALE_FLOOR)
     def D_along(F, v):                                                             # DF(θ)·v by a central difference
         n = v.norm()

@@ -40,7 +40,8 @@ class Span:
         B = rows if self.N is None else rows @ self.N.T       # the rows' coordinates outside the span: (m, D-r)
         _, s, Vh = torch.linalg.svd(B, full_matrices=m < B.shape[1])
         lead = s.new_ones(1 if r else 0)                      # the span itself, at the rows' unit scale
-        d = rank_decision(torch.cat([lead, s]), r+m, self.D, **self.kw); self.decisions.append(d)
+        d = rank_decision(torch.cat([lead, s]), r+m, self.D, **self.kw)
+        self.decisions.append(d)
         if d.status != 'ok': return None
         R = Vh if self.N is None else Vh @ self.N             # rotate the complement: new directions first
         k = d.rank - len(lead)
@@ -61,21 +62,27 @@ class _GramRows:
     def __init__(self, fx, theta, X, K, B, budget, *, explicit=False, mdtype=torch.float32, hold=False):
         self.fx, self.theta, self.X, self.budget = fx, theta, X, budget
         self.B = B if B is not None else torch.eye(K, dtype=theta.dtype, device=theta.device)
-        self.D = D = theta.numel(); w, diag = [], torch.zeros_like(theta)
+        self.D = D = theta.numel()
+        w, diag = [], torch.zeros_like(theta)
         self.M = torch.zeros(D, D, dtype=mdtype, device=theta.device) if explicit else None
         self.R, at = torch.zeros(D, D, dtype=theta.dtype, device=theta.device) if hold else None, 0
         for Xc in self.chunks(len(self.B)*D, max(budget, D*D*mdtype.itemsize//16) if explicit else budget):
             J = self.B @ vmap(jacrev(fx), in_dims=(None, 0))(theta, Xc)                  # (c, K', D), as `jacobian_rows`
             n2 = J.pow(2).sum(-1)
             wc = torch.where(n2 > 0, 1/n2.clamp_min(torch.finfo(n2.dtype).tiny), 0.)
-            diag += torch.einsum('ck,ckd->d', wc, J.pow(2)); w.append(wc)
+            diag += torch.einsum('ck,ckd->d', wc, J.pow(2))
+            w.append(wc)
             if explicit: self._accumulate(J.reshape(-1, D), wc.reshape(-1))
-            if hold: self.R[at:at + J.shape[0]*J.shape[1]] = (J*wc.sqrt()[..., None]).reshape(-1, D); at += J.shape[0]*J.shape[1]
+            if hold:
+                self.R[at:at + J.shape[0]*J.shape[1]] = (J*wc.sqrt()[..., None]).reshape(-1, D)
+                at += J.shape[0]*J.shape[1]
         self.w, self.n_rows = torch.cat(w), int((torch.cat(w) > 0).sum())
         c = diag.sqrt()                                    # the column norms of W^½ J
         s = 1/torch.maximum(c, c.max()/JACOBI_MAX)             # zero columns take the cap, and stay zero
         self.s = s/s.max() if bool((diag > 0).any()) else torch.ones_like(theta)
-        if explicit: sm = self.s.to(mdtype); self.M.mul_(sm[:, None]).mul_(sm[None])
+        if explicit:
+            sm = self.s.to(mdtype)
+            self.M.mul_(sm[:, None]).mul_(sm[None])
         if hold: self.R[:at].mul_(self.s[None])
     def _accumulate(self, Jr, w, blk=1024):
         "M += Jᵀ W J, its lower triangle only (all Cholesky reads), a block of columns at a time: half the work of the square"
@@ -105,18 +112,23 @@ class _Gram(_GramRows):
     def rows(self, V):                                      # W^½ J S Vᵀ, (rows, m), by JVPs: no squaring as in vᵀGv
         U, out, i = V*self.s, V.new_empty(self.w.numel(), len(V)), 0
         for lin, _, wc in self._pieces():                   # filled in place: no second copy for a cat (0.5 GB at D = 45,440)
-            out[i:i + wc.numel()] = ((vmap(lin)(U) @ self.B.T)*wc.sqrt()).reshape(len(V), -1).T; i += wc.numel()
+            out[i:i + wc.numel()] = ((vmap(lin)(U) @ self.B.T)*wc.sqrt()).reshape(len(V), -1).T
+            i += wc.numel()
         return out
     def adjoint(self, E):                                   # S Jᵀ W^½ E for E laid out as `rows` gives it: G V = adjoint(rows(V))
         out, i = E.new_zeros(E.shape[1], self.D), 0
         for _, back, wc in self._pieces():
-            Ec = E[i:i + wc.numel()].T.reshape(E.shape[1], *wc.shape)*wc.sqrt(); i += wc.numel()
+            Ec = E[i:i + wc.numel()].T.reshape(E.shape[1], *wc.shape)*wc.sqrt()
+            i += wc.numel()
             out += vmap(lambda c: back(c)[0])(Ec @ self.B)
         return out*self.s
     def top(self, g, iters=12):
         "σ₁ = ‖W^½ J S‖ by power iteration"
         v = torch.randn(1, self.theta.numel(), generator=g, dtype=torch.float64).to(self.theta)
-        for _ in range(iters): v = self(v); lam = v.norm(); v = v/lam
+        for _ in range(iters):
+            v = self(v)
+            lam = v.norm()
+            v = v/lam
         return float(lam.sqrt())
 
 # %% ../nbs/01c_solvers.ipynb #98c0c76a
@@ -133,7 +145,11 @@ def _orth_against(X, S, drop=1e-10):
 @dataclass
 class _Eig:
     "The b smallest Ritz pairs of the Gram operator: values θ (ascending), vectors (D, b), residual norms, iterations"
-    theta: Tensor; X: Tensor; res: Tensor; iters: int; converged: bool
+    theta: Tensor
+    X: Tensor
+    res: Tensor
+    iters: int
+    converged: bool
 
 def _lobpcg(A, D, b, g, lam, cut, maxit, *, X0=None, bar=None, T=None)->_Eig:
     """LOBPCG for the b smallest eigenpairs of the PSD operator A (largest eigenvalue `lam`). Stops when `cut(θ/lam, res, X)`
@@ -144,14 +160,19 @@ def _lobpcg(A, D, b, g, lam, cut, maxit, *, X0=None, bar=None, T=None)->_Eig:
     X = _orth_against(torch.zeros(D, 0, dtype=dt), R0 if X0 is None else torch.cat([X0, R0[:, :b - X0.shape[1]]], 1))
     AX, P = A(X.T).T, None
     for it in range(maxit):
-        H = X.T @ AX; th, C = torch.linalg.eigh((H + H.T)/2); X, AX = X @ C, AX @ C
+        H = X.T @ AX
+        th, C = torch.linalg.eigh((H + H.T)/2)
+        X, AX = X @ C, AX @ C
         R = AX - X*th
         res = R.norm(dim=0)/lam
-        if bar is not None: bar.update(1); bar.set_postfix_str(f'residual {float(res.max()):.0e}')
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f'residual {float(res.max()):.0e}')
         if cut(th/lam, res, X): return _Eig(th/lam, X, res, it, True)
         Wn = _orth_against(X, torch.cat([R if T is None else T(R)] + ([P] if P is not None else []), 1))
         Q, AQ = torch.cat([X, Wn], 1), torch.cat([AX, A(Wn.T).T], 1)          # AX is known: apply A to the new part only
-        H = Q.T @ AQ; _, C = torch.linalg.eigh((H + H.T)/2)
+        H = Q.T @ AQ
+        _, C = torch.linalg.eigh((H + H.T)/2)
         Xn, AX = Q @ C[:, :b], AQ @ C[:, :b]
         P, X = Xn - X @ (X.T @ Xn), Xn
     return _Eig(th/lam, X, res, maxit, False)
@@ -185,13 +206,15 @@ class _Complement:
         P = rows @ self.N.T
         if len(self.Y): P -= (P @ self.Y.T) @ self.Y
         _, s, Vh = torch.linalg.svd(P, full_matrices=False)
-        d = rank_decision(torch.cat([s.new_ones(1), s]), r+m, self.D, **self.kw); self.decisions.append(d)
+        d = rank_decision(torch.cat([s.new_ones(1), s]), r+m, self.D, **self.kw)
+        self.decisions.append(d)
         if d.status != 'ok': return None
         if a := d.rank - 1:
             V = Vh[:a] - (Vh[:a] @ self.Y.T) @ self.Y        # off Y again (rounding), then orthonormal
             self.Y = torch.cat([self.Y, torch.linalg.qr(V.T).Q.T])
         if 2*len(self.Y) >= len(self.N):                     # half of N taken: rotate N to the complement alone
-            self.N = torch.linalg.qr(self.Y.T, mode='complete').Q[:, len(self.Y):].T @ self.N; self.Y = self.Y.new_zeros(0, len(self.N))
+            self.N = torch.linalg.qr(self.Y.T, mode='complete').Q[:, len(self.Y):].T @ self.N
+            self.Y = self.Y.new_zeros(0, len(self.N))
         return self.rank
 
 # %% ../nbs/01c_solvers.ipynb #08615202
@@ -263,8 +286,12 @@ def _shift_invert(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=SHIFT_
             Y = torch.linalg.qr(torch.cat([Y, torch.randn(D, b - Y.shape[1], generator=g, dtype=torch.float64).to(U)], 1)).Q
             todo, at = passes, done
         else: todo = 1                                     # then one pass at a time until the decision settles
-        for _ in range(todo): Y = torch.linalg.qr(inv(Y)).Q; done += 1; bar.update(1)
-        R = G.rows(Y.T); _, sv, Vh = torch.linalg.svd(R, full_matrices=False)
+        for _ in range(todo):
+            Y = torch.linalg.qr(inv(Y)).Q
+            done += 1
+            bar.update(1)
+        R = G.rows(Y.T)
+        _, sv, Vh = torch.linalg.svd(R, full_matrices=False)
         d = rank_decision(torch.cat([sv.new_ones(D - b), sv/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
         k = D - d.rank if d.status == 'ok' else None
         low = float(sv[b - k - 1]/s1) if k is not None and k < b else None
@@ -275,7 +302,8 @@ def _shift_invert(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=SHIFT_
         if k is not None and k > b - max(4, b//8):         # the block is (nearly) all null: double it
             if 2*b > D//2: raise Ambiguous(f'null space of the span bigger than {max(0, b - max(4, b//8))} (D={D}): too big for '
                                             "method='shift-invert', use method='dense'", n)
-            b, last = 2*b, None; continue
+            b, last = 2*b, None
+            continue
         if settled:                                        # the null vectors, refined against the rows themselves
             N, sn = _refine(G, inv, Vh[len(Vh) - k:] @ Y.T, R @ Vh[len(Vh) - k:].T)
             info = dict(passes=done, block=b, shift=sigma, null_before=float(sv[b - k:].max()/s1) if k else 0.,
@@ -295,7 +323,8 @@ def _tri_solve(T:Tensor, B:Tensor, upper:bool, trans:bool=False, unit:bool=False
     """Solve op(T) X = B, T an r × r triangle of a bigger column-major buffer (an LU's factors, `upper` saying which),
     op(T) = T or, with `trans`, Tᵀ. LAPACK on each bs × bs diagonal block (copied), matrix products on views for the rest:
     T itself is never copied, as torch.linalg.solve_triangular copies it (16 GB at D = 45,440). `inplace`: into B (row-major)"""
-    r = T.shape[0]; X = B if inplace else B.clone(memory_format=torch.contiguous_format)   # (a column-major X slows the products)
+    r = T.shape[0]
+    X = B if inplace else B.clone(memory_format=torch.contiguous_format)  # (a column-major X slows the products)
     A, up = (T.mT, not upper) if trans else (T, upper)
     for i in (reversed(range(0, r, bs)) if up else range(0, r, bs)):
         j = min(i + bs, r)
@@ -311,10 +340,13 @@ def _hartley_mix(R:Tensor, mix, cols:int=64):
     then a combination of all, at O(n log n) a column (faster for a 7-smooth n, `_smooth`). Neither order is decoration:
     in the rows' own order the DFT keeps their period (two outputs per input: frequencies k and k + n/2 share one output's
     part, and early mixed rows are dependent), and LU reads the rows first to last: q makes the first r a random r"""
-    (p, s, q), n = mix, R.shape[0]; h = n//2 + 1
+    (p, s, q), n = mix, R.shape[0]
+    h = n//2 + 1
     for c in range(0, R.shape[1], cols):                  # thin slices of columns: faster FFTs than wide ones
-        F = torch.fft.rfft(R[:, c:c+cols].T[:, p]*s, dim=1); H = torch.empty(F.shape[0], n, dtype=R.dtype, device=R.device)
-        H[:, :h] = F.real - F.imag; H[:, h:] = (F.real + F.imag)[:, 1:n - h + 1].flip(-1)
+        F = torch.fft.rfft(R[:, c:c+cols].T[:, p]*s, dim=1)
+        H = torch.empty(F.shape[0], n, dtype=R.dtype, device=R.device)
+        H[:, :h] = F.real - F.imag
+        H[:, h:] = (F.real + F.imag)[:, 1:n - h + 1].flip(-1)
         R[:, c:c+cols] = (H[:, q]/math.sqrt(n)).T
 
 def _random_mix(m:int, g, like:Tensor)->tuple:
@@ -352,7 +384,8 @@ def _kept_bound(T, Z, C, b, g, iters=30)->Tensor:
         return _tri_solve(T, _tri_solve(T, w, upper=True, trans=True), upper=False, trans=True, unit=True)
     Y, last = torch.linalg.qr(torch.randn(len(T), b, generator=g, dtype=T.dtype).to(T)).Q, None
     for _ in range(iters):
-        Y, Rr = torch.linalg.qr(op(Y)); s = torch.linalg.svdvals(Rr).rsqrt()
+        Y, Rr = torch.linalg.qr(op(Y))
+        s = torch.linalg.svdvals(Rr).rsqrt()
         if last is not None and last <= LU_SETTLE*float(s[0]): return s.flip(0)
         last = float(s[0])
     return None
@@ -362,9 +395,11 @@ def _lu_lsq(T, Z, C, E):
     factors, U₁₁ᵀ L₁ᵀ δ = (I + Z Zᵀ)⁻¹ (e[:r] + Z e[r:]). All rows, not the square first r: that block is far worse
     conditioned than A_C (`_kept_bound` reads A_C's smallest singular values), and a correction through
     it leaves the null vectors off by that much in the directions the later rows see"""
-    r = len(T); E[:r].addmm_(Z, E[r:])
+    r = len(T)
+    E[:r].addmm_(Z, E[r:])
     if Z.shape[1]: E[:r].addmm_(Z, torch.cholesky_solve(Z.T @ E[:r], C), alpha=-1)
-    _tri_solve(T, E[:r], upper=True, trans=True, inplace=True); _tri_solve(T, E[:r], upper=False, trans=True, unit=True, inplace=True)
+    _tri_solve(T, E[:r], upper=True, trans=True, inplace=True)
+    _tri_solve(T, E[:r], upper=False, trans=True, unit=True, inplace=True)
     return E[:r]
 
 # %% ../nbs/01c_solvers.ipynb #f65191db
@@ -375,27 +410,47 @@ def _lu_null(G, g, s1, *, dtype, min_gap, bar, max_iters=None, sigma=None):
     D, n, R = G.D, len(G.X), G.R
     m = _smooth(len(G.X)*len(G.B), D)                     # the rows held (the rest of R is zero), up to an FFT-friendly length
     mix = _random_mix(m, g, R)
-    bar.set_postfix_str('mixing the rows'); _hartley_mix(R[:m], mix); bar.update(1); bar.set_postfix_str(f'LU of {D}×{D}')
+    bar.set_postfix_str('mixing the rows')
+    _hartley_mix(R[:m], mix)
+    bar.update(1)
+    bar.set_postfix_str(f'LU of {D}×{D}')
     M, piv = R.mT, torch.empty(D, dtype=torch.int32, device=R.device)
-    torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32, device=R.device))); bar.update(1); bar.set_postfix_str('null vectors')
-    u = M.diagonal().abs(); d0 = rank_decision(u, D, D, dtype=dtype, min_gap=min_gap); r = d0.rank
+    torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32, device=R.device)))
+    bar.update(1)
+    bar.set_postfix_str('null vectors')
+    u = M.diagonal().abs()
+    d0 = rank_decision(u, D, D, dtype=dtype, min_gap=min_gap)
+    r = d0.rank
     if d0.status != 'ok' or (r < D and float(u[:r].min()) <= float(u[r:].max())):
         raise Ambiguous(f'lu: the pivots show no clear cut (largest gap {d0.gap:.1e} at {d0.best_guess} of {D}'
                          f'{"" if d0.status != "ok" else ", not after the leading ones"}): use method="dense"', n)
     p, k = _lu_perm(piv).to(R.device), D - r
-    V = R.new_zeros(D, k); V[p[r:]] = torch.eye(k, dtype=R.dtype, device=R.device)
+    V = R.new_zeros(D, k)
+    V[p[r:]] = torch.eye(k, dtype=R.dtype, device=R.device)
     V[p[:r]] = _tri_solve(M[:r, :r], M[r:, :r].mT, upper=False, trans=True, unit=True).neg_()
     T, Z = M[:r, :r], _tri_solve(M[:r, :r], M[:r, r:], upper=True)        # Z = U₁₁⁻¹ U₁₂: the mixed rows past r
     C = torch.linalg.cholesky(torch.eye(D - r, dtype=R.dtype, device=R.device) + Z.T @ Z)
     N, sn, before = V.T, R.new_zeros(0), None
     for _ in range(LU_STEPS if k else 0):                  # corrections against the rows: n − δ, A_C δ ≈ A n in least squares
-        N = torch.linalg.qr(V).Q.T; del V                  # (R fills most of memory: D × k arrays freed as soon as done)
-        Es = R.new_zeros(D, k); Es[:n*len(G.B)] = G.rows(N)          # ‖E‖₂ from the k × k EᵀE: no copy of E for an SVD
+        N = torch.linalg.qr(V).Q.T
+        del V  # (R fills most of memory: D × k arrays freed as soon as done)
+        Es = R.new_zeros(D, k)
+        Es[:n*len(G.B)] = G.rows(N)  # ‖E‖₂ from the k × k EᵀE: no copy of E for an SVD
         if before is None: before = float(torch.linalg.eigvalsh(Es.T @ Es)[-1].clamp_min(0).sqrt())/s1
-        _hartley_mix(Es[:m], mix); V = N.T.clone(); del N; V[p[:r]] -= _lu_lsq(T, Z, C, Es); del Es
-    if k: N = torch.linalg.qr(V).Q.T; del V; sn = torch.linalg.svdvals(G.rows(N))
-    bar.update(1); bar.set_postfix_str('bound on the kept side')
-    kept = _kept_bound(T, Z, C, min(8, r), g); del Z; bar.update(1)
+        _hartley_mix(Es[:m], mix)
+        V = N.T.clone()
+        del N
+        V[p[:r]] -= _lu_lsq(T, Z, C, Es)
+        del Es
+    if k:
+        N = torch.linalg.qr(V).Q.T
+        del V
+        sn = torch.linalg.svdvals(G.rows(N))
+    bar.update(1)
+    bar.set_postfix_str('bound on the kept side')
+    kept = _kept_bound(T, Z, C, min(8, r), g)
+    del Z
+    bar.update(1)
     if kept is None: raise Ambiguous('lu: the bound on the smallest kept singular value did not settle: use method="dense"', n)
     d = rank_decision(torch.cat([kept, sn]), G.n_rows, D, dtype=dtype, min_gap=min_gap, top=s1)
     if d.status != 'ok' or d.rank != len(kept):
@@ -438,8 +493,11 @@ def _lobpcg_null(G, g, s1:float, *, dtype, min_gap, bar, max_iters:int=3000, sig
             d = rank_decision(torch.cat([sv.new_ones(D - b), sv/s1]), G.n_rows, D, dtype=dtype, min_gap=min_gap)
             st.update(d=d, N=(Vh[len(Vh) - (D - d.rank):] if d.status == 'ok' else Vh[:0]) @ V.T)
             return d.status == 'ok' and D - d.rank <= b - max(4, b//8)
-        e = _lobpcg(G, D, b, g, lam, cut, max_iters - iters, X0=X0, bar=bar, T=T); iters += e.iters
-        if st.get('v', (None,))[0] == 'grow' and 2*b <= D//2: X0, b = e.X, 2*b; continue
+        e = _lobpcg(G, D, b, g, lam, cut, max_iters - iters, X0=X0, bar=bar, T=T)
+        iters += e.iters
+        if st.get('v', (None,))[0] == 'grow' and 2*b <= D//2:
+            X0, b = e.X, 2*b
+            continue
         if st.get('v', (None,))[0] == 'grow': raise Ambiguous(f'null space of the span bigger than {b} (D={D}): too big for the '
                                                              'iterative path, use method="dense"', n)
         if not e.converged:
@@ -483,5 +541,7 @@ def null_space(
     words, steps = _BARS[method]
     bar = tqdm(total=steps, desc=f'count_laws: {words} (D={D})', disable=not progress, leave=False)
     try: N, d, info = NULL_SOLVERS[method](G, g, s1, dtype=dtype, min_gap=min_gap, bar=bar, max_iters=max_iters, sigma=sigma)
-    finally: bar.close(); G.M = G.R = None
+    finally:
+        bar.close()
+        G.M = G.R = None
     return _Complement(N.contiguous(), D, G.s, dtype, min_gap, [d]), dict(solver=method, sigma_1=s1, n_rows=G.n_rows, **info)

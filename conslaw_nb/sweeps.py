@@ -87,7 +87,8 @@ def sweep(
 )->SweepResult:
     "Train a learning-rate × seed grid (resuming), fit the exponents, write records, fit.json and figures to `out`"
     out = Path(out)
-    check_int('k_fit', k_fit); check_int('batch', batch, hint='how many runs to train at once')
+    check_int('k_fit', k_fit)
+    check_int('batch', batch, hint='how many runs to train at once')
     if not (isinstance(tk_max, numbers.Real) and math.isfinite(tk_max) and tk_max > 0):
         raise ValueError(f"tk_max={tk_max!r}: must be a finite number in (0, inf)")
     cfgs = sweep_configs(task, **kw)
@@ -105,8 +106,13 @@ def sweep(
 def _save_fig(path:Path, draw, figsize=(5.5, 4)):
     "Draw with draw(fig) and write the PNG atomically (a temporary file, then a rename)"
     import matplotlib.pyplot as plt
-    fig = plt.figure(figsize=figsize); draw(fig); fig.tight_layout()
-    tmp = path.with_name(f'.{path.name}.tmp.png'); fig.savefig(tmp, dpi=110); plt.close(fig); os.replace(tmp, path)
+    fig = plt.figure(figsize=figsize)
+    draw(fig)
+    fig.tight_layout()
+    tmp = path.with_name(f'.{path.name}.tmp.png')
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
     return str(path)
 
 def save_figures(
@@ -115,7 +121,8 @@ def save_figures(
     out,                 # the sweep's folder: the figures go to out/figures
 )->list:
     "Write the PNG figures of a sweep to out/figures (atomically) and return their paths"
-    d = Path(out)/'figures'; d.mkdir(parents=True, exist_ok=True)
+    d = Path(out)/'figures'
+    d.mkdir(parents=True, exist_ok=True)
     recs = [r for r in recs if r['run'] not in set(fit.diverged_runs)]
     gd = sorted({r['lr'] for r in recs if r['optim'] == 'gd' and r['schedule'] == 'const'})
     s0 = min(x['seed'] for x in recs)   # (once: inside the test below it made this quadratic in the number of records)
@@ -189,7 +196,8 @@ def _task_sweep(out:Path, task:str, P:dict, device:str, data:dict, progress:bool
 
 def _llama(out:Path, P:dict, device:str, progress:bool)->list:
     "The tiny transformers Llama on PTB (GD, constant steps, seed 0, the protocol's Llama step sizes): its records"
-    d = out/'llama'; d.mkdir(parents=True, exist_ok=True)
+    d = out/'llama'
+    d.mkdir(parents=True, exist_ok=True)
     save_json(P['llama'], d/'config.json')
     t = P['tasks']['ptb']
     cfgs = [TrainConfig(task='ptb', hf_config=str(d/'config.json'), vocab=t.get('vocab'), batch_size=t['batch_size'], seq_len=t['seq_len'],
@@ -229,13 +237,16 @@ def _write_csv(path:Path, rows:list):
     "A list of dicts as a CSV, written atomically"
     import csv
     def w(f):
-        cw = csv.DictWriter(f, list(rows[0])); cw.writeheader(); cw.writerows(rows)
+        cw = csv.DictWriter(f, list(rows[0]))
+        cw.writeheader()
+        cw.writerows(rows)
     return atomic_write(path, w)
 
 # %% ../nbs/17_sweeps.ipynb #411f9373
 def _section6_figures(out:Path, task:str, r:dict)->list:
     "The figures of Section 6 for one task, in out/figures: ε against k per τ and family, ε against τ, the exponents, the bound"
-    d, recs = out/'figures', r['recs']; d.mkdir(parents=True, exist_ok=True)
+    d, recs = out/'figures', r['recs']
+    d.mkdir(parents=True, exist_ok=True)
     fams = [f for f in _LAW_FAMILIES if f in {record_family(x) for x in recs}]
     def panels(draws, w=5, cols=3):
         nr, nc = -(-len(draws) // cols), min(cols, len(draws))
@@ -304,10 +315,12 @@ def reproduce(
     try:   # an interrupted invocation (an exception, Ctrl-C) still adds its time to timing.json
         for t in tqdm(tasks, desc='reproduce', disable=not progress):
             fits[t] = _task_sweep(out, t, P, device, data, progress, k_fit, tk_max)
-            summary += _summary_rows(fits[t]['recs'], 'ours'); figs += _section6_figures(out, t, fits[t])
+            summary += _summary_rows(fits[t]['recs'], 'ours')
+            figs += _section6_figures(out, t, fits[t])
         if 'ptb' in tasks:
             lrec = _llama(out, P, device, progress)
-            summary += _summary_rows(lrec, 'llama'); figs.append(_llama_figure(out, fits['ptb']['recs'], lrec, P['llama_lrs']))
+            summary += _summary_rows(lrec, 'llama')
+            figs.append(_llama_figure(out, fits['ptb']['recs'], lrec, P['llama_lrs']))
             llama = _llama_summary(lrec, P)
         _write_csv(out/'summary.csv', summary)
     finally: timing = _timing(out/'timing.json', start, n_runs() - before)

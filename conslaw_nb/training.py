@@ -77,7 +77,8 @@ class TrainConfig:
         return f"{self.task}-{self.optim}-{self.schedule}-lr{self.lr:g}{wd}-s{self.seed}"
     def validate(self):
         "Raise a ValueError naming the first field that is not supported, and the fix, before any data is loaded or model built"
-        _check_fields(self); _check_model(self)
+        _check_fields(self)
+        _check_model(self)
 
 # %% ../nbs/15_training.ipynb #36a6c3b4
 def _check_fields(c:TrainConfig):
@@ -90,7 +91,8 @@ def _check_fields(c:TrainConfig):
         check_int(k, getattr(c, k), lo)
     if c.vocab is not None and c.task not in LM_TASKS: raise ValueError(f"vocab={c.vocab!r}: {c.task} has no words; None")
     if c.vocab is not None: check_int('vocab', c.vocab, 2, 'the most frequent words kept (with <eos>, <unk>); None keeps all')
-    _check_real('lr', c.lr, lo_open=True); _check_real('weight_decay', c.weight_decay)
+    _check_real('lr', c.lr, lo_open=True)
+    _check_real('weight_decay', c.weight_decay)
     for k, v in [('momentum', c.momentum), *(('betas', b) for b in c.betas)]: _check_real(k, v, hi=1.)
     check_device(c.device)
     if c.data is None and c.task in ('wikitext', 'cifar10'):
@@ -220,7 +222,8 @@ def _step(cfg, params, grads, state, tau):
         v = state.setdefault('v', [torch.zeros_like(p) for p in params])
         u = []
         for mi, vi, g in zip(m, v, gl):
-            mi.mul_(b1).add_(g, alpha=1 - b1); vi.mul_(b2).addcmul_(g, g, value=1 - b2)
+            mi.mul_(b1).add_(g, alpha=1 - b1)
+            vi.mul_(b2).addcmul_(g, g, value=1 - b2)
             u.append(-tau * (mi / (1 - b1**t)) / ((vi / (1 - b2**t)).sqrt() + ADAM_EPS))
     for p, ui in zip(params, u): p.add_(ui)
     return (1 - tau * lam if cfg.optim == 'adamw' else 1.), u
@@ -295,7 +298,9 @@ def train(
         sum_tau, sum_tau2 = sum_tau + tau, sum_tau2 + tau ** 2
         if k + 1 not in at: continue
         l = loss.detach().clone()
-        if ddp: dist.all_reduce(l); l /= world
+        if ddp:
+            dist.all_reduce(l)
+            l /= world
         if rank: continue
         bound = {key: (_bound(key[0], ok, sum_tau2, c_l, inv[key]), _bound(key[0], ok, sum_tau2, c_lb[key[1]], inv[key])) for key in inv}
         recs += _records(mon, mon.laws(), pred, bound, **base, step=k + 1, tau_k=sum_tau, sum_tau2=sum_tau2, loss=l.item(), grad_sq_max=c_l)
@@ -406,7 +411,9 @@ _INT = {'seed', 'step', 'layer'}
 def write_records(path, recs:list)->Path:
     "Write records to a CSV atomically (a temporary file, then a rename): the file is complete or absent"
     def w(f):
-        cw = csv.DictWriter(f, FIELDS); cw.writeheader(); cw.writerows(recs)
+        cw = csv.DictWriter(f, FIELDS)
+        cw.writeheader()
+        cw.writerows(recs)
     return atomic_write(path, w)
 
 def read_records(*paths)->list:
@@ -424,7 +431,8 @@ LOOSE = 100.   # a bound more than this many times above the measured ε is repo
 def summary(recs:list)->list:
     "Lines to print after a run: ε and the matched drift per kind at the last step, the prediction error where measured, the bound's slack"
     if not recs: return []
-    last = max(r['step'] for r in recs); at = [r for r in recs if r['step'] == last]
+    last = max(r['step'] for r in recs)
+    at = [r for r in recs if r['step'] == last]
     out = []
     for kind in dict.fromkeys(r['kind'] for r in at):
         rs = [r for r in at if r['kind'] == kind]

@@ -26,7 +26,8 @@ def verify_arch(
     "One verification row: D, stated and measured law counts, the stated laws' orthogonality and rank, the verdict"
     if not isinstance(name, str) or name not in ARCHS:
         raise ValueError(f"unknown architecture: `name` = {name!r}; choose from {', '.join(ARCHS)}")
-    check_int('size', size, 1, 'it multiplies every width'); check_int('seed', seed, 0)
+    check_int('size', size, 1, 'it multiplies every width')
+    check_int('seed', seed, 0)
     if tol is not None and (not isinstance(tol, (int, float)) or isinstance(tol, bool) or not math.isfinite(tol) or tol <= 0):
         raise ValueError(f"`tol` must be None (the default, `core.law_tol`) or a finite number > 0, got {tol!r}")
     t0 = time.perf_counter()
@@ -88,7 +89,8 @@ def plot_spectra(rows:list, ncols:int=5):
         sv = torch.tensor(r['sv']).clamp_min(1e-18)
         ax.semilogy(range(1, len(sv)+1), sv, '.', ms=3)
         if r['cut'] is not None and r['cut'] < len(sv): ax.axvline(r['cut'] + .5, color='C3', lw=.8, ls=':')
-        ax.set_title(f"{r['arch']}\ngap {r['gap']:.0e}", fontsize=8); ax.tick_params(labelsize=7)
+        ax.set_title(f"{r['arch']}\ngap {r['gap']:.0e}", fontsize=8)
+        ax.tick_params(labelsize=7)
     for ax in list(axs.flat)[len(rows):]: ax.axis('off')
     axs[0, 0].set_ylabel('s / s_max', fontsize=8)
     fig.suptitle('singular values behind each count (weakest decision; dotted: the cut)', fontsize=9)

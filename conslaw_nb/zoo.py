@@ -60,7 +60,7 @@ register(
           theorem='4.7'),
     Entry('moe-sigmoid-top2', lambda s=1: moe.moe_problem(3*s, 2*s, 3, k=2, gate='sigmoid'), tags=('verify', 'paper'), page='moe',
           theorem='4.7'),
-);
+)
 
 # %% ../nbs/07b_zoo.ipynb #z0000012
 HAS_TRANSFORMERS = importlib.util.find_spec('transformers') is not None
@@ -74,7 +74,7 @@ register(
     _module('nn.MultiheadAttention', lambda s=1: (nn.MultiheadAttention(4, 2 if s == 1 else 4, bias=False, batch_first=True), {})),
     _module('nn.MultiheadAttention (biases, causal)', lambda s=1: (nn.MultiheadAttention(4, s, batch_first=True), dict(causal=True))),
     _module('nn.Sequential ReLU MLP', lambda s=1: (nn.Sequential(nn.Linear(3, 3+s), nn.ReLU(), nn.Linear(3+s, 2)), {})),
-);
+)
 
 # %% ../nbs/07b_zoo.ipynb #z0000013
 def _hf(family:str, cls:str, config:Callable, layer:bool=False, **adapt_kw)->Callable:
@@ -108,7 +108,7 @@ register(*[_module(n, b, 'transformers') for n, b in {
         **_MOE, num_experts=3+s, shared_expert_intermediate_size=s)),
     'Qwen3MoeSparseMoeBlock': _hf('qwen3_moe', 'Qwen3MoeSparseMoeBlock', lambda s, tf: tf.Qwen3MoeConfig(
         **_MOE, num_experts=3+s, norm_topk_prob=True)),
-}.items()]);
+}.items()])
 
 # %% ../nbs/07b_zoo.ipynb #z0000015
 def module_zoo(
@@ -137,7 +137,7 @@ register(Entry('torch-mha-bias-causal', adapted('nn.MultiheadAttention (biases, 
     'hf-qwen2-attn-bias': 'Qwen2Attention (biases, GQA)', 'hf-qwen3-attn-qknorm': 'Qwen3Attention (q/k-norm, eps=1e-6)',
     'hf-qwen3-attn-qknorm-eps0': 'Qwen3Attention (q/k-norm, eps=0)', 'hf-llama-mlp': 'LlamaMLP',
     'hf-mixtral-moe': 'MixtralSparseMoeBlock', 'hf-qwen2-moe-shared': 'Qwen2MoeSparseMoeBlock (shared expert)',
-    'hf-qwen3-moe': 'Qwen3MoeSparseMoeBlock'}.items()]);
+    'hf-qwen3-moe': 'Qwen3MoeSparseMoeBlock'}.items()])
 
 # %% ../nbs/07b_zoo.ipynb #z0000024
 register(
@@ -150,7 +150,7 @@ register(
     Entry('SwiGLU d=64 d1=256', lambda s=1: ffn.swiglu_problem(64*s, 256*s), tags=('quick-width-check',), page='ffn'),
     Entry('RoPE-MHA d=32 2x16 T=8', lambda s=1: attention.mha_problem(2, 32*s, 16*s, 16*s, T=8, rope=True), tags=('quick-width-check',),
           page='attention'),
-);
+)
 
 # %% ../nbs/07b_zoo.ipynb #z0000025
 DECODER_SHAPES = {8: (4, 2, 22), 16: (4, 2, 43), 32: (4, 2, 86), 64: (4, 2, 172), 128: (4, 2, 344)}   # d -> (H, H_kv, d_ff):
@@ -174,7 +174,8 @@ def decoder_layer_case(
     """A Llama-style pre-norm decoder layer on one sequence (T, d), `blocks.transformer_layer`: RMSNorm, causal grouped-query
     attention with RoPE, residual, RMSNorm, SwiGLU MLP, residual. Its count as the decoder page derives it, with H_kv
     key/value heads: 2d gain laws + H_kv·(dk/2 + dk(dk+1)/2) (Thm 4.4 per key/value head) + d_ff (one per SwiGLU unit)"""
-    H, Hkv, d_ff = _decoder_shape(d, H, Hkv, d_ff); dk = d//H
+    H, Hkv, d_ff = _decoder_shape(d, H, Hkv, d_ff)
+    dk = d//H
     def layer(p, X): return blocks.transformer_layer(X, p, H, Hkv, causal=True, rope=True)
     shapes = blocks.transformer_layer_shapes(d, H, dk, d_ff, Hkv)
     return Problem(layer, shapes, gaussian_inputs(T, d), None, 2*d + attention.rope_theory(H, dk, dk, Hkv) + d_ff)
@@ -186,10 +187,11 @@ def decoder_layer_name(
     d_ff:int=None,       # the MLP's hidden width (None: `DECODER_SHAPES[d]`'s)
 )->str:
     "The benchmark's name of the decoder layer `decoder_layer_case(d, H, Hkv, d_ff)`"
-    H, Hkv, _ = _decoder_shape(d, H, Hkv, d_ff); return f"decoder layer d={d} {H}x{d//H} GQA {Hkv}"
+    H, Hkv, _ = _decoder_shape(d, H, Hkv, d_ff)
+    return f"decoder layer d={d} {H}x{d//H} GQA {Hkv}"
 
 register(*[Entry(decoder_layer_name(d), lambda s=1, d=d: decoder_layer_case(d*s, *(s*v for v in DECODER_SHAPES[d])), tags=('decoder',),
-                 page='explain/decoder') for d in DECODER_SHAPES]);
+                 page='explain/decoder') for d in DECODER_SHAPES])
 
 # %% ../nbs/07b_zoo.ipynb #3dcf9494
 def attention_width_case(
@@ -202,13 +204,15 @@ def attention_width_case(
     """`attention.mha_problem` with inputs of std √(dk/d): at the default point (std 1/√dk, the last dim) queries and keys then have unit
     entries, as a fan-in initialization of a real layer gives them. With unit inputs the scores' spread grows like d/dk,
     and at d/dk = 9 the softmax saturates: the count's rank decision then rests on directions the softmax all but hides"""
-    c = attention.mha_problem(H, d, dk, T=T, rope=rope); s = math.sqrt(dk/d)
+    c = attention.mha_problem(H, d, dk, T=T, rope=rope)
+    s = math.sqrt(dk/d)
     return Problem(c.f, c.shapes, lambda n, g: s*c.sample_inputs(n, g), c.laws, c.stated)
 
 # %% ../nbs/07b_zoo.ipynb #z0000041
 def _module_problem(make, seq_len=16):
     "A module read by `adapt` as a width-check problem: its own parameters (float64), inputs and stated laws"
-    torch.manual_seed(0); a = adapt(make().double(), seq_len=seq_len)
+    torch.manual_seed(0)
+    a = adapt(make().double(), seq_len=seq_len)
     return Problem(a.f, a.params, a.inputs, a.laws, a.expected)
 
 def module_checks(quick:bool=False)->tuple:
@@ -251,4 +255,4 @@ _TINY = {  # model_type -> a one-layer config small enough to count every block 
     't5': dict(d_model=4, d_kv=2, num_heads=2, d_ff=3, num_layers=1, num_decoder_layers=1),
     'mamba': dict(hidden_size=4, state_size=2, expand=2, conv_kernel=2),
 }
-register(*[Entry(n, lambda c=c: dict(c), 'config', ('tiny-config', 'transformers'), page='discovery') for n, c in _TINY.items()]);
+register(*[Entry(n, lambda c=c: dict(c), 'config', ('tiny-config', 'transformers'), page='discovery') for n, c in _TINY.items()])
