@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import pytest
 import sympy as sp
 import torch
-from conslaw_nb import atlas as A, formulas as FM, cli
-from conslaw_nb.pde import count_laws
-from conslaw_nb.attention import mha
-from conslaw_nb.core import gaussian_inputs, random_params
-from conslaw_nb.ffn import swiglu
+import conslaw_nb.survey.atlas as A, conslaw_nb.survey.formulas as FM, conslaw_nb.cli as cli
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.paper.attention import mha
+from conslaw_nb.engine.core import gaussian_inputs, random_params
+from conslaw_nb.paper.ffn import swiglu
 
 def sym(*names): return [sp.Symbol(n, positive=True, integer=True) for n in names]
 

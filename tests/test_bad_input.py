@@ -4,10 +4,9 @@ tests/test_cli_catalogue.py: one line on stderr, a non-zero exit, no traceback."
 import pytest
 import torch
 from torch import nn
-from conslaw_nb.core import random_params
-from conslaw_nb.pde import count_laws, check_laws, laws_rank
-from conslaw_nb import ffn, attention, moe, verify, blocks
-
+from conslaw_nb.engine.core import random_params
+from conslaw_nb.engine.count import count_laws, check_laws, laws_rank
+import conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.attention as attention, conslaw_nb.paper.moe as moe, conslaw_nb.theorems as verify, conslaw_nb.paper.blocks as blocks
 f64 = dict(dtype=torch.float64)
 nan = float('nan')
 def gauss(*s): return lambda n, g: torch.randn(n, *s, generator=g, **f64)
@@ -80,5 +79,5 @@ def test_transformers_attention_called_directly():
     m = LlamaAttention(tf.LlamaConfig(hidden_size=8, num_attention_heads=4, num_key_value_heads=2), layer_idx=0)
     for call in (lambda: count_laws(m, None, gauss(4, 8)), lambda: check_laws(lambda p: p['q_proj.weight'].sum(), m, None, gauss(4, 8))):
         with pytest.raises(ValueError) as e: call()
-        assert 'transformers block (LlamaAttention)' in str(e.value) and 'conslaw_nb.adapters.adapt(module)' in str(e.value), str(e.value)
+        assert 'transformers block (LlamaAttention)' in str(e.value) and 'conslaw_nb.hf.adapters.adapt(module)' in str(e.value), str(e.value)
         assert 'position_embeddings' in str(e.value)

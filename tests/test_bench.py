@@ -5,12 +5,12 @@ import importlib.util, json, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
-from conslaw_nb.pde import count_laws
-from conslaw_nb.ffn import swiglu_problem
-from conslaw_nb.attention import mha_problem
-from conslaw_nb.bench import (baseline_count, floor_count, linear_row, relu_row, timed,
-                              taking_turns, turn_range, fit_exponent, power_fit)
-from conslaw_nb.bench_run import judge, _width_count, BenchConfig, TARGETS
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.paper.ffn import swiglu_problem
+from conslaw_nb.paper.attention import mha_problem
+from conslaw_nb.bench.cases import (baseline_count, floor_count, timed, taking_turns, turn_range, fit_exponent, power_fit)
+from conslaw_nb.bench.anchors import linear_row, relu_row
+from conslaw_nb.bench.run import judge, _width_count, BenchConfig, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_problem(3, 5), 'mha': mha_problem(2, 4, 2, T=3), 'rope': mha_problem(2, 4, 2, T=3, rope=True)}

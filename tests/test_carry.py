@@ -4,8 +4,8 @@ here, and the laws' own conservation along a few gradient steps."""
 import warnings
 import pytest
 import torch
-from conslaw_nb.core import law_tol
-from conslaw_nb.discovery import tiny_transformer, law_blocks, carry_found, block_call
+from conslaw_nb.engine.core import law_tol
+from conslaw_nb.discovery.found import tiny_transformer, law_blocks, carry_found, block_call
 
 warnings.filterwarnings('ignore', message='.*eos_token_id.*|.*pad_token_id.*')
 pytestmark = pytest.mark.xdist_group('carry')   # one worker: the carries of a structure are cached per process

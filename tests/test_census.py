@@ -9,10 +9,10 @@ from torch.func import functional_call
 
 transformers = pytest.importorskip('transformers')
 transformers.logging.set_verbosity_error()
-from conslaw_nb.census import census, published, whole_law, sizes_of, _load, CONFIGS   # noqa: E402
-from conslaw_nb.pde import count_laws   # noqa: E402
-from conslaw_nb.core import random_params   # noqa: E402
-from conslaw_nb.atlas import atlas_count   # noqa: E402
+from conslaw_nb.survey.published import census, published, whole_law, sizes_of, _load, CONFIGS   # noqa: E402
+from conslaw_nb.engine.count import count_laws   # noqa: E402
+from conslaw_nb.engine.core import random_params   # noqa: E402
+from conslaw_nb.survey.atlas import atlas_count   # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def test_mla_boundary_right_or_refused():
 def test_deepseek_group_limited_moe_formula():
     """DeepSeek-V3's MoE (routing limited to 4 of 8 groups): a formula from twins that route over 2 groups, whose value at a twin no fit,
     domain or grouping check used equals the engine's count and one law per expert unit, (E + S)·d_e; inside its domain at the config"""
-    from conslaw_nb.census import block_groups, block_law, _twin_model, sizes_of
+    from conslaw_nb.survey.published import block_groups, block_law, _twin_model, sizes_of
     mt, cfg, _ = _load(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[-1]
     l = block_law(mt, cfg, g)
@@ -166,7 +166,7 @@ def test_bert_rows_and_a_held_out_twin():
 
 def test_deepseek_mla_formula_at_a_new_twin():
     "DeepSeek-V3's MLA gets a formula in its 7 sizes with a domain; it equals the engine's count at a twin no fit or check used"
-    from conslaw_nb.census import block_groups, block_law, _twin_model
+    from conslaw_nb.survey.published import block_groups, block_law, _twin_model
     mt, cfg, _ = _load(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[0]
     l = block_law(mt, cfg, g)
@@ -193,7 +193,7 @@ def test_check_builds_each_stated_block_at_its_own_sizes(llama):
 def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):
     "A later census of the same family reads the formulas an earlier one established (one file per package version) and gives the"
     " same rows, saying where it read them"
-    from conslaw_nb import census as CE
+    import conslaw_nb.survey.published as CE
     for k, l in list(CE._FORMULAS.items()): CE._remember(k, l, tmp_path)       # what the fixture's census writes with a cache
     monkeypatch.setattr(CE, '_FORMULAS', {})
     c = census(published()['llama-3-8b'], cache=tmp_path)
@@ -205,7 +205,7 @@ def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):
 def test_own_grouping_refuses_a_formula_the_config_grouping_misses():
     "The check at DeepSeek-V3's own grouping (8 groups, 4 chosen) can fail: a formula one off the engine's 17 there gets no number"
     import sympy as sp
-    from conslaw_nb.census import block_groups, BlockLaw, _own_grouping
+    from conslaw_nb.survey.published import block_groups, BlockLaw, _own_grouping
     mt, cfg, _ = _load(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[-1]
     E, S, d_e = sp.symbols('E S d_e', positive=True, integer=True)

@@ -12,10 +12,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conslaw_nb.core import random_params, gaussian_inputs
-from conslaw_nb.pde import count_laws
-from conslaw_nb import ffn as cffn
-
+from conslaw_nb.engine.core import random_params, gaussian_inputs
+from conslaw_nb.engine.count import count_laws
+import conslaw_nb.paper.ffn as cffn
 TOL = torch.finfo(torch.float64).eps**0.5      # rounding left in an inner product of computed gradients (√ε)
 FAIL = 1e-3                                    # a quantity that is not a law misses orthogonality by far more
 

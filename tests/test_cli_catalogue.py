@@ -7,8 +7,7 @@ import os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
-from conslaw_nb import cli, sweeps, training
-
+import conslaw_nb.cli as cli, conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.experiments.training as training
 CONSLAW = str(Path(sys.executable).with_name('conslaw'))
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1'}
 SETUP = {'afile': 'not a folder', 'notjson.json': '{"model_type": "llama",', 'nomodel.json': '{"hidden_size": 16}',

@@ -3,7 +3,7 @@ import json, os, subprocess, sys, textwrap
 import pytest
 
 torch = pytest.importorskip('torch')
-from conslaw_nb.training import TrainConfig, train
+from conslaw_nb.experiments.training import TrainConfig, train
 
 CFG = dict(task='ptb', optim='gd', lr=0.5, steps=6, batch_size=4, seq_len=8, n_log=6,
            overrides=dict(d_model=8, d_ff=8, n_head=2, n_layer=2, n_experts=2, top_k=2, moe_every=2))
@@ -11,7 +11,7 @@ CFG = dict(task='ptb', optim='gd', lr=0.5, steps=6, batch_size=4, seq_len=8, n_l
 SCRIPT = textwrap.dedent(f"""
     import json, sys
     import torch.distributed as dist
-    from conslaw_nb.training import TrainConfig, train
+    from conslaw_nb.experiments.training import TrainConfig, train
     dist.init_process_group('gloo')
     recs = train(TrainConfig(**{CFG!r}))
     if dist.get_rank() == 0:

@@ -32,16 +32,16 @@ def site(tmp_path_factory):
 
 def test_page_names_follow_nbdev():
     "Pages are named as nbdev names them, so nbdev's doc links (`pde.html#count_laws`) hold; index comes first"
-    test = [docs_build.page_name(Path(n)) for n in ('02_pde.ipynb', '04a_data.ipynb', 'index.ipynb', '21_cli.ipynb', 'explain/performance.ipynb')]
-    assert test == ['pde', 'data', 'index', 'cli', 'performance']
+    test = [docs_build.page_name(Path(n)) for n in ('02_engine.count.ipynb', '04a_data.ipynb', 'index.ipynb', '21_cli.ipynb', 'explain/performance.ipynb')]
+    assert test == ['engine.count', 'data', 'index', 'cli', 'performance']
     names = [str(p.relative_to(ROOT/'nbs')) for p in NBS]
     assert NBS[0].name == 'index.ipynb' and len(names) == len(set(names))   # index first, each page once
     # the reading order: the paper's setting and chapters, its theorem table and proofs before anything beyond the paper,
     # and the engine's internals (numbered first: everything imports them) last
     at = {n: i for i, n in enumerate(names)}
-    assert at['02_pde.ipynb'] < at['04_ffn.ipynb'] < at['05_attention.ipynb'] < at['06_moe.ipynb'] < at['08_verify.ipynb'] \
-        < at['explain/proofs.ipynb'] < at['18_experiments.ipynb'] < at['07_adapters.ipynb'] < at['11_discovery.ipynb'] \
-        < at['20_atlas.ipynb'] < at['00_core.ipynb'] < at['01c_solvers.ipynb'] < at['explain/performance.ipynb']
+    assert at['02_engine.count.ipynb'] < at['04_paper.ffn.ipynb'] < at['05_paper.attention.ipynb'] < at['06_paper.moe.ipynb'] < at['08a_theorems.ipynb'] \
+        < at['explain/proofs.ipynb'] < at['12c_experiments.ipynb'] < at['07_hf.readers.ipynb'] < at['09c_discovery.found.ipynb'] \
+        < at['14a_survey.atlas.ipynb'] < at['00_engine.core.ipynb'] < at['01c_engine.solvers.ipynb'] < at['explain/performance.ipynb']
     assert docs_build.slugify('Flat.flatten') == 'flat.flatten' and docs_build.slugify('count_laws') == 'count_laws'
     assert docs_build.slugify('Deciding a rank, honestly') == 'deciding-a-rank-honestly'
 
@@ -49,11 +49,11 @@ def test_page_names_follow_nbdev():
 def test_markdown_helpers():
     md = 'the flow\n$$\\dot x = 1.$$\nA function $h$.\n\n```\n$$ kept $$\n```\n'
     assert docs_build.display_math_blocks(md) == 'the flow\n\n$$\n\\dot x = 1.\n$$\n\nA function $h$.\n\n```\n$$ kept $$\n```'
-    pages = {'pde.html': 'pde.md', '02_pde.ipynb': 'pde.md'}
-    got = docs_build.rewrite_links('[a](https://h/b/pde.html#x) [b](02_pde.ipynb) <a href="pde.html#y">', pages, 'https://h/b/')
-    assert got == '[a](pde.md#x) [b](pde.md) <a href="pde.html#y">'
-    got = docs_build.rewrite_links('[m](https://h/b/pde.html#problem.check)', pages, 'https://h/b/')
-    assert got == '[m](pde.md#problem)'                  # a method links to its class's section
+    pages = {'engine.count.html': 'engine.count.md', '02_engine.count.ipynb': 'engine.count.md'}
+    got = docs_build.rewrite_links('[a](https://h/b/engine.count.html#x) [b](02_engine.count.ipynb) <a href="engine.count.html#y">', pages, 'https://h/b/')
+    assert got == '[a](engine.count.md#x) [b](engine.count.md) <a href="engine.count.html#y">'
+    got = docs_build.rewrite_links('[m](https://h/b/engine.count.html#problem.check)', pages, 'https://h/b/')
+    assert got == '[m](engine.count.md#problem)'                  # a method links to its class's section
     assert docs_build._cell_options('#| echo: false\n#| code-fold: show\nx = 1')[0] == {'echo': False, 'code-fold': 'show'}
 
 
@@ -81,9 +81,9 @@ def test_nothing_loads_from_off_site(site):
 def _exports():
     "(page, name) of every function and class in `__all__` of the generated modules, on its notebook's page"
     out = []
-    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+    for py in sorted((ROOT/'conslaw_nb').rglob('*.py')):
         src = py.read_text()
-        m = re.search(r'File to edit: \.\./nbs/(\S+?\.ipynb)', src)
+        m = re.search(r'File to edit: (?:\.\./)+nbs/(\S+?\.ipynb)', src)
         if not m or not (ROOT/'nbs'/m.group(1)).exists(): continue
         body = ast.parse(src).body
         defs = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -103,15 +103,15 @@ def test_api_docs_for_every_export(site):
         html = (site/page).read_text()
         if not re.search(rf'<h[2-4] id="{re.escape(docs_build.slugify(name))}"', html): missing.append(f'{page}: {name}')
     assert not missing, "no API docs for: " + ', '.join(missing)
-    pde = (site/'pde.html').read_text()
+    pde = (site/'engine.count.html').read_text()
     assert 'def count_laws' in re.sub(r'<[^>]+>', '', pde)
 
 
 def test_content_page_has_prose_code_outputs_figures(site):
     "The engine page carries its prose, math, code, stored outputs and figures; #| hide and export cells are gone"
-    pde = (site/'pde.html').read_text()
+    pde = (site/'engine.count.html').read_text()
     assert 'class="arithmatex"' in pde and 'nb-input' in pde and 'nb-output' in pde
-    assert re.search(r'<img[^>]+src="flow_files/[^"]+\.png"', (site/'flow.html').read_text())
+    assert re.search(r'<img[^>]+src="engine\.flow_files/[^"]+\.png"', (site/'engine.flow.html').read_text())
     assert 'from fastcore.test import' not in pde and 'nbdev_export()' not in pde and '#| export' not in pde
 
 

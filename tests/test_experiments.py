@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conslaw_nb import monitor, training, analysis, sweeps, cli
-from conslaw_nb.data import read_wikitext, read_idx, write_idx, read_cifar10, fashion_mnist, WIKITEXT_FILES
-from conslaw_nb.models import build_model
+import conslaw_nb.monitor as monitor, conslaw_nb.experiments.training as training, conslaw_nb.experiments.analysis as analysis, conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.cli as cli
+from conslaw_nb.experiments.data import read_wikitext, read_idx, write_idx, read_cifar10, fashion_mnist, WIKITEXT_FILES
+from conslaw_nb.experiments.models import build_model
 
 TINY = dict(d_model=8, d_ff=8, n_head=2)
 

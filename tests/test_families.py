@@ -5,9 +5,9 @@ import math, warnings
 import pytest, torch
 import torch.nn.functional as F
 from torch.func import functional_call
-from conslaw_nb.pde import count_laws, check_laws
-from conslaw_nb.core import law_tol
-from conslaw_nb.discovery import law_blocks, tiny_transformer, transformer_blocks
+from conslaw_nb.engine.count import count_laws, check_laws
+from conslaw_nb.engine.core import law_tol
+from conslaw_nb.discovery.found import law_blocks, tiny_transformer, transformer_blocks
 
 transformers = pytest.importorskip('transformers')
 warnings.filterwarnings('ignore', message='law_blocks')
@@ -102,7 +102,7 @@ def test_t5_encoder_and_albert_nested_layers():
     "T5EncoderModel's `layer` lists and ALBERT's shared layer groups are walked: no block lost"
     enc = tiny_transformer('t5', d_model=d, d_kv=2, num_heads=H, d_ff=3, num_layers=1)
     enc = transformers.T5EncoderModel(enc.config).double().eval()
-    from conslaw_nb.adapters import init_generic
+    from conslaw_nb.hf.adapters import init_generic
     init_generic(enc)
     B = law_blocks(enc)
     assert [p for p, _ in B] == ['encoder.block.0.layer.0', 'encoder.block.0.layer.1'] and not B.skipped

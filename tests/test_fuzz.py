@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 from hypothesis import given, settings, strategies as st
-from conslaw_nb import core, pde, problem, checks, lawsearch, ffn, attention, moe, blocks, adapters, verify, discovery
-from conslaw_nb.training import TrainConfig
+import conslaw_nb.engine.core as core, conslaw_nb.engine.count as pde, conslaw_nb.engine.problem as problem, conslaw_nb.engine.checks as checks, conslaw_nb.discovery.lawsearch as lawsearch, conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.attention as attention, conslaw_nb.paper.moe as moe, conslaw_nb.paper.blocks as blocks, conslaw_nb.hf.adapters as adapters, conslaw_nb.theorems as verify, conslaw_nb.discovery.found as discovery
+from conslaw_nb.experiments.training import TrainConfig
 from conftest import tally, CASES, DONE, FUZZ_MIN
 
 f64 = torch.float64

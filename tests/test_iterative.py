@@ -5,11 +5,10 @@ of the mixed rows themselves) against the dense path: the same counts, depth by 
 arguments), raised before any work."""
 import pytest, torch
 import torch.nn.functional as F
-from conslaw_nb.pde import count_laws
-from conslaw_nb.rows import linear_head
-from conslaw_nb.core import random_params, gaussian_inputs
-from conslaw_nb import ffn, attention
-
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine.rows import linear_head
+from conslaw_nb.engine.core import random_params, gaussian_inputs
+import conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.attention as attention
 CASES = {'swiglu 6x12': lambda: ffn.swiglu_problem(6, 12),                       # D = 216: span only
          'rope 1 head d=8': lambda: attention.mha_problem(1, 8, 4, 4, T=2, rope=True)}  # D = 128: brackets add 8
 
@@ -60,7 +59,7 @@ def test_iterative_not_converged_is_ambiguous():
 
 def test_auto_picks_by_size(monkeypatch):
     "'auto': dense up to _DENSE_MAX_D, then the LU path while its float64 D×D matrix fits (10·D² bytes free), then the matrix-free one"
-    from conslaw_nb import pde
+    import conslaw_nb.engine.count as pde
     assert pde._count_method('auto', 100, [], None) == 'dense'
     assert pde._count_method('auto', pde._DENSE_MAX_D + 1, [], None) == 'lu'
     assert pde._count_method('auto', 10**6, [], None) == 'lobpcg'               # 8 TB: no D×D matrix fits
@@ -79,7 +78,7 @@ def test_gram_decides_on_singular_values_when_ritz_values_show_no_gap():
 @pytest.mark.parametrize('name', ['mha 2x4 d=8', 'one head dk=d', 'swiglu 12x24'])
 def test_auto_past_the_dense_floor_counts_by_lu(monkeypatch, name):
     "'auto' past _DENSE_MAX_D: the LU path, whatever the null space's size: D/4 (two heads), D/2 (one head with dk = d), 24 of 864"
-    from conslaw_nb import pde
+    import conslaw_nb.engine.count as pde
     monkeypatch.setattr(pde, '_DENSE_MAX_D', 100)
     pb, want = {'mha 2x4 d=8': (attention.mha_problem(2, 8, 4, 4, T=4), 2*2*(4*5//2)),            # D = 256, Thm 4.3
                 'one head dk=d': (attention.mha_problem(1, 8, 8, 8, T=4), 8*9//2 + 8*9//2),       # D = 256, null space of the span 128
@@ -91,7 +90,7 @@ def test_auto_past_the_dense_floor_counts_by_lu(monkeypatch, name):
 
 def test_dense_judges_an_ambiguous_first_batch_again_with_more_rows(monkeypatch):
     "RoPE, 2 heads of 8 at d=24: the first ceil(D/K)+4 inputs leave the span's smallest singular values near rounding"
-    from conslaw_nb import pde
+    import conslaw_nb.engine.count as pde
     pb = attention.mha_problem(2, 24, 8, 8, T=4, rope=True); p = pb.point(0)   # D = 1536
     monkeypatch.setattr(pde, 'SPAN_RETRIES', 0)
     c = count_laws(pb.f, p, pb.sample_inputs, method='dense')
@@ -132,7 +131,7 @@ def test_lu_decoder_layer_agrees_with_dense():
 
 def test_lu_helpers():
     "`_tri_solve` on views of an LU's factors against LAPACK, all four cases; `_hartley_mix` orthonormal, odd size with a prime factor; `_smooth`"
-    from conslaw_nb import solvers
+    import conslaw_nb.engine.solvers as solvers
     g = torch.Generator().manual_seed(0); n = 300
     M = torch.randn(n, n, generator=g, dtype=torch.float64).mT; piv = torch.empty(n, dtype=torch.int32)
     torch.linalg.lu_factor_ex(M, out=(M, piv, torch.empty((), dtype=torch.int32)))
@@ -150,7 +149,7 @@ def test_lu_helpers():
 
 def test_complement_judges_rows_at_their_own_size():
     "Scaled rows far below 1 whose new parts fall from 1e-2 to 1e-7 of their size: all six new, as the dense path finds them unscaled"
-    from conslaw_nb.solvers import _Complement, Span
+    from conslaw_nb.engine.solvers import _Complement, Span
     D, c = 40, 10.**-torch.arange(2, 8, dtype=torch.float64)
     s = torch.full((D,), 1e-3, dtype=torch.float64); s[0] = 1.
     rows = torch.zeros(6, D, dtype=torch.float64); rows[:, 1] = (1 - c**2).sqrt(); rows[range(6), range(20, 26)] = c
@@ -161,7 +160,7 @@ def test_complement_judges_rows_at_their_own_size():
 
 def test_complement_deflates_then_rotates_once_half_is_taken():
     "New directions are deflated (Y) until they hold half of N, then N turns to the complement alone; the rank and the basis stay right"
-    from conslaw_nb.solvers import _Complement
+    from conslaw_nb.engine.solvers import _Complement
     g = torch.Generator().manual_seed(0); D, k = 50, 20
     N = torch.linalg.qr(torch.randn(D, k, generator=g, dtype=torch.float64)).Q.T.contiguous()
     comp, seen = _Complement(N, D, torch.ones(D, dtype=torch.float64), torch.float64, None, []), []
@@ -197,7 +196,7 @@ def test_paths_agree_on_the_registry(size):
     """Every architecture `conslaw verify` knows (transformers' modules among them when installed): the paths past the dense
     floor give the dense count depth by depth, or all refuse a piecewise model; shift-invert alone may say that the null
     space is too big for its block (at most D/2). Before the Jacobi cap, nn.MultiheadAttention with biases got 20 for 24 by LU"""
-    from conslaw_nb.verify import ARCHS
+    from conslaw_nb.theorems import ARCHS
     for name, arch in ARCHS.items():
         pb = arch.build(size); p = pb.point(0)
         dense, refused = count_laws(pb.f, p, pb.sample_inputs, method='dense'), set()

@@ -1,13 +1,13 @@
 "The exact law-gradient norms without a VJP per law (`law_norms`), and the matrix-free check built on them"
 import pytest, torch
 from torch.func import jacrev
-from conslaw_nb.core import Flat, random_params, gaussian_inputs
-from conslaw_nb.pde import law_norms, check_laws
-from conslaw_nb.rows import linear_head
-from conslaw_nb.checks import law_fn
-from conslaw_nb.ffn import swiglu_problem
-from conslaw_nb.attention import mha_problem
-from conslaw_nb.moe import moe_problem
+from conslaw_nb.engine.core import Flat, random_params, gaussian_inputs
+from conslaw_nb.engine.count import law_norms, check_laws
+from conslaw_nb.engine.rows import linear_head
+from conslaw_nb.engine.checks import law_fn
+from conslaw_nb.paper.ffn import swiglu_problem
+from conslaw_nb.paper.attention import mha_problem
+from conslaw_nb.paper.moe import moe_problem
 
 def _setup(h, params):
     p = {k: v.to(torch.float64) for k, v in params.items()}

@@ -16,19 +16,33 @@ def _module(nb):
 ORDER = {nb: i for i, nb in enumerate(NBS)}
 MODULE_NB = {m: nb for nb in NBS if (m := _module(nb))}
 
-def _imports(src):
-    "conslaw_nb modules named by the imports of `src` (absolute as in notebooks, relative as in generated modules)"
+def _resolve(name):
+    "The modules a dotted name under conslaw_nb stands for: the module itself, or every module of a subpackage (its face)"
+    parts = name.split('.')
+    for k in range(len(parts), 0, -1):
+        if '.'.join(parts[:k]) in MODULE_NB: return {'.'.join(parts[:k])}
+    return {m for m in MODULE_NB if m.startswith(name + '.')}
+
+def _imports(src, pkg=''):
+    "conslaw_nb modules named by the imports of `src` (absolute as in notebooks, relative as in the modules of package `pkg`)"
     out = set()
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.ImportFrom):
             mod = node.module or ''
-            if node.level == 1 and mod: out.add(mod.split('.')[0])
-            elif node.level == 1: out |= {a.name for a in node.names}
-            elif mod.startswith('conslaw_nb.'): out.add(mod.split('.')[1])
-            elif mod == 'conslaw_nb': out |= {a.name for a in node.names}
+            if node.level:
+                base = pkg.split('.') if pkg else []
+                base = base[:len(base) - (node.level - 1)]
+                full = '.'.join(base + ([mod] if mod else []))
+                for a in node.names: out |= _resolve(f'{full}.{a.name}'.strip('.')) or _resolve(full)
+            elif mod.startswith('conslaw_nb.'):
+                for a in node.names: out |= _resolve(f'{mod[11:]}.{a.name}') or _resolve(mod[11:])
+            elif mod == 'conslaw_nb': out |= set().union(*[_resolve(a.name) for a in node.names])
         elif isinstance(node, ast.Import):
-            out |= {a.name.split('.')[1] for a in node.names if a.name.startswith('conslaw_nb.')}
+            for a in node.names:
+                if a.name.startswith('conslaw_nb.'): out |= _resolve(a.name[11:])
     return out & set(MODULE_NB)
+
+def _py(m): return ROOT/'conslaw_nb'/(m.replace('.', '/') + '.py')
 
 def _code(nb):
     cells = json.loads(nb.read_text())['cells']
@@ -54,14 +68,13 @@ def test_imports_run_one_way(nb):
 
 def test_modules_import_one_way():
     for m, nb in MODULE_NB.items():
-        py = ROOT/'conslaw_nb'/f'{m}.py'
-        later = {x for x in _imports(py.read_text()) if ORDER[MODULE_NB[x]] >= ORDER[nb]}
+        later = {x for x in _imports(_py(m).read_text(), m.rpartition('.')[0]) if ORDER[MODULE_NB[x]] >= ORDER[nb]}
         assert not later, f"conslaw_nb/{m}.py imports {sorted(later)}, which do not come before it"
 
 def test_one_definition_of_each_public_name():
     seen = {}
     for m in MODULE_NB:
-        body = ast.parse((ROOT/'conslaw_nb'/f'{m}.py').read_text()).body
+        body = ast.parse(_py(m).read_text()).body
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith('_'):
                 seen.setdefault(node.name, []).append(m)
@@ -102,8 +115,45 @@ CHECK_CALL = re.compile(r'\b(test_eq|test_close|test_fail|test_is|test_ne|expect
 
 def test_paper_chapters_read_as_lessons():
     "On the chapters of the paper, at most a third of the visible code cells check (the checks run hidden beneath the lessons)"
-    for name in ('04_ffn', '05_attention', '06_moe'):
+    for name in ('04_paper.ffn', '05_paper.attention', '06_paper.moe'):
         cells = [''.join(c['source']) for c in json.loads((ROOT/'nbs'/f'{name}.ipynb').read_text())['cells'] if c['cell_type'] == 'code']
         shown = [s for s in cells if not re.search(r'^#\|\s*(hide|export)', s, re.M)]
         checking = [s for s in shown if CHECK_CALL.search(s)]
         assert len(checking) <= len(shown) / 3, (name, len(checking), len(shown))
+
+
+LAYERS = ('engine', 'paper', 'hf', 'zoo', 'theorems', 'discovery', 'experiments', 'monitor', 'bench', 'survey', 'cli')
+
+def _room(m): return m.split('.')[0]
+
+def test_subpackages_and_their_levels():
+    "At least four subpackages, and the imports between the rooms of the house (subpackages, top modules) at most 10 levels deep"
+    subs = {p.name for p in (ROOT/'conslaw_nb').iterdir() if p.is_dir() and (p/'__init__.py').exists()}
+    assert len(subs) >= 4, subs
+    edges = {r: set() for r in map(_room, MODULE_NB)}
+    for m in MODULE_NB: edges[_room(m)] |= {_room(x) for x in _imports(_py(m).read_text(), m.rpartition('.')[0])} - {_room(m)}
+    level = {}
+    def depth(r, seen=()):
+        assert r not in seen, f"import cycle between rooms: {seen + (r,)}"
+        if r not in level: level[r] = 1 + max((depth(x, seen + (r,)) for x in edges[r]), default=0)
+        return level[r]
+    assert max(map(depth, edges)) <= 10, level
+
+def test_only_faces_re_export():
+    "A module's __all__ names only what it defines: gathering other modules' names is a face's work (a package's __init__)"
+    for m in MODULE_NB:
+        tree = ast.parse(_py(m).read_text())
+        alls = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == '__all__']
+        defined = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign)) for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                   for t in ([t] if isinstance(t, ast.Name) else getattr(t, 'elts', [])) if isinstance(t, ast.Name)}
+        defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        foreign = set(alls[0] if alls else []) - defined
+        assert not foreign, f"conslaw_nb/{m}: __all__ re-exports {sorted(foreign)}"
+
+def test_front_door():
+    "The nine entry points and the results users hold, from `conslaw_nb` itself, and an import that stays light"
+    import subprocess, sys
+    code = ("import sys, conslaw_nb; assert 'torch' not in sys.modules; from conslaw_nb import (count_laws, check_laws, find_laws, "
+            "adapt, law_blocks, census, ConservationMonitor, ConservationCallback, verify); print(len(conslaw_nb.__all__))")
+    n = int(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout)
+    assert 8 <= n <= 25, n

@@ -3,11 +3,11 @@
 counted by the engine and found by `find_laws`; the laws found pass `check_laws` under 'ce' and fail it under 'any'."""
 import pytest
 import torch
-from conslaw_nb.core import random_params, law_tol
-from conslaw_nb.pde import count_laws, check_laws, LOSSES
-from conslaw_nb.rows import linear_head
-from conslaw_nb.lawsearch import Ansatz, law_nullspace, loss_directions
-from conslaw_nb.discovery import find_laws
+from conslaw_nb.engine.core import random_params, law_tol
+from conslaw_nb.engine.count import count_laws, check_laws, LOSSES
+from conslaw_nb.engine.rows import linear_head
+from conslaw_nb.discovery.lawsearch import Ansatz, law_nullspace, loss_directions
+from conslaw_nb.discovery.found import find_laws
 
 SIZES = [(1, 2), (2, 3), (3, 2), (4, 5)]    # (d, K)
 FAIL_REL = 0.1                             # a law that fails does so at O(1) relative inner product, far above law_tol

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 transformers = pytest.importorskip('transformers')
-from conslaw_nb.discovery import tiny_transformer, transformer_blocks
+from conslaw_nb.discovery.found import tiny_transformer, transformer_blocks
 from conslaw_nb.monitor import ConservationMonitor
 
 FAMILIES = ['gpt2', 'phi3', 'bert', 'vit', 'olmo2', 'cohere', 'gpt_neox', 'deepseek_v3', 'llama']

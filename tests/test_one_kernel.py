@@ -6,9 +6,9 @@ import ast, inspect, json
 from pathlib import Path
 import pytest
 import torch
-from conslaw_nb import core, blocks, attention, models, bench, atlas, zoo
-from conslaw_nb.core import causal_mask, sdpa_ref, random_params
-from conslaw_nb.blocks import apply_rope, gated_mlp, swiglu_mlp, residual_layer, transformer_layer, transformer_layer_shapes
+import conslaw_nb.engine.core as core, conslaw_nb.paper.blocks as blocks, conslaw_nb.paper.attention as attention, conslaw_nb.experiments.models as models, conslaw_nb.bench.cases as bench, conslaw_nb.survey.atlas as atlas, conslaw_nb.zoo as zoo
+from conslaw_nb.engine.core import causal_mask, sdpa_ref, random_params
+from conslaw_nb.paper.blocks import apply_rope, gated_mlp, swiglu_mlp, residual_layer, transformer_layer, transformer_layer_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 f64 = dict(dtype=torch.float64)
@@ -133,7 +133,7 @@ KERNELS = {'causal_mask': 'core', 'sdpa_ref': 'core', 'gaussian_weight': 'core',
 def test_each_kernel_defined_in_one_module():
     "A second definition of a kernel or helper (by its name, nested or not) anywhere in the package fails here"
     defs = {}
-    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+    for py in sorted((ROOT/'conslaw_nb').rglob('*.py')):
         for node in ast.walk(ast.parse(py.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)): defs.setdefault(node.name, set()).add(py.stem)
     for name, home in KERNELS.items():
@@ -142,7 +142,7 @@ def test_each_kernel_defined_in_one_module():
 
 def test_modules_share_the_one_objects():
     "atlas, models, bench, ffn, moe and attention hold the one definitions themselves, imported from their one place"
-    from conslaw_nb import ffn, moe
+    import conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.moe as moe
     same = [(atlas.rms_norm_ref, core.rms_norm_ref), (atlas.mha, attention.mha), (atlas.gated_mlp, blocks.gated_mlp), (atlas.MoE, blocks.MoE),
             (atlas.transformer_layer, blocks.transformer_layer), (atlas.causal_mask, core.causal_mask), (moe.moe_mlp, blocks.moe_mlp),
             (moe.is_hf_mlp, ffn.is_hf_mlp), (moe.MOE_GATES, blocks.MOE_GATES), (attention.check_pairs, blocks.check_pairs),
@@ -158,7 +158,7 @@ def test_modules_share_the_one_objects():
 
 def test_one_gaussian_initialiser():
     "Every module's weights and `random_params` are `core.gaussian_weight` draws, in order, bit for bit"
-    from conslaw_nb import ffn
+    import conslaw_nb.paper.ffn as ffn
     gw = core.gaussian_weight
     def draws(*specs, seed=0, dtype=torch.float64, **kw):
         g = gen(seed); return [gw(s, g, fan, dtype, **kw) for s, fan in specs]
@@ -177,7 +177,7 @@ def test_one_gaussian_initialiser():
 
 def test_one_moe_forward():
     "`moe.moe` (the paper's notation) and `blocks.MoE` (transformers' layout) run the one `blocks.moe_mlp`: the same numbers"
-    from conslaw_nb import moe
+    import conslaw_nb.paper.moe as moe
     m = blocks.MoE(3, 2, 4, top_k=2, generator=gen(9), **f64)
     p = {'W': m.gate.weight, 'A': m.experts.down_proj, 'B': m.experts.gate_up_proj[:, :2], 'C': m.experts.gate_up_proj[:, 2:]}
     x = torch.randn(5, 3, generator=gen(10), **f64)
@@ -209,7 +209,7 @@ def test_one_rms_norm():
     import re
     assert blocks.rms_norm_ref is core.rms_norm_ref and not hasattr(blocks, 'rms_norm')
     assert 'rms_norm_ref(' in inspect.getsource(blocks.normalize) and 'rms_norm_ref(' in inspect.getsource(blocks.RMSNorm.forward)
-    for py in sorted((ROOT/'conslaw_nb').glob('*.py')):
+    for py in sorted((ROOT/'conslaw_nb').rglob('*.py')):
         if py.stem in ('core', '_modidx'): continue
         src = py.read_text()
         for pat in (r'torch\.rsqrt\(', r'\.pow\(2\)\.mean\(', r'\*\*\s*2\)\.mean\(.*sqrt', r'F\.rms_norm\('):

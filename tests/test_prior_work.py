@@ -5,11 +5,9 @@ hand with plain GD loops, never the library's own answer."""
 import math
 import pytest
 import torch
-from conslaw_nb.core import random_params, gaussian_inputs
-from conslaw_nb.pde import count_laws
-from conslaw_nb import attention as catt, moe as cmoe
-
-
+from conslaw_nb.engine.core import random_params, gaussian_inputs
+from conslaw_nb.engine.count import count_laws
+import conslaw_nb.paper.attention as catt, conslaw_nb.paper.moe as cmoe
 def linear2(p, x): return p['U'] @ (p['V'].T @ x)
 def relu2(p, x): return p['U'] @ torch.relu(p['V'].T @ x)
 def relu3(p, x): return p['W3'] @ torch.relu(p['W2'] @ torch.relu(p['W1'] @ x))

@@ -1,10 +1,10 @@
 """Property tests: over random sizes and seeds, the engine's count equals the theory formula the library states, and the
 stated laws pass `check_laws`. Families from the engine page (linear, ReLU, products) live here; the paper's families
-(FFN, SwiGLU, MHA, PE, RoPE, MoE) are driven through `conslaw_nb.verify`'s builders."""
+(FFN, SwiGLU, MHA, PE, RoPE, MoE) are driven through `conslaw_nb.theorems`'s builders."""
 import torch
 from hypothesis import given, settings, strategies as st
-from conslaw_nb.core import random_params
-from conslaw_nb.pde import count_laws, check_laws, laws_rank
+from conslaw_nb.engine.core import random_params
+from conslaw_nb.engine.count import count_laws, check_laws, laws_rank
 from conftest import tally
 
 def gauss(n_in): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=torch.float64)
@@ -46,8 +46,7 @@ def test_product(n_par, seed):
     tally('product')
 
 # ---- the paper's families, each posed as its page poses it (the registry's builders) at random sizes -----------------
-from conslaw_nb import ffn, attention, moe
-
+import conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.attention as attention, conslaw_nb.paper.moe as moe
 def _count(pb, seed):
     p = pb.point(seed)
     return p, count_laws(pb.f, p, pb.sample_inputs, seed=seed)
@@ -113,7 +112,7 @@ def test_relu_regions_covered(n, r, m, seed):
        gate=st.sampled_from(['softmax', 'sigmoid']), seed=st.integers(0, 10**6))
 def test_topk_regions_covered(d, d1, E, k, gate, seed):
     "Top-k MoE with d <= 2 (selection sets known exactly): the count is the exact formula at this router, or 'ambiguous'"
-    from conslaw_nb import moe
+    import conslaw_nb.paper.moe as moe
     k = min(k, E - 1)
     pb = moe.moe_problem(d, d1, E, k, gate)
     p = pb.point(seed)

@@ -4,9 +4,9 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 import torch
-from conslaw_nb.core import random_params
-from conslaw_nb.rank import rank_decision, AmbiguousRankError
-from conslaw_nb.pde import count_laws
+from conslaw_nb.engine.core import random_params
+from conslaw_nb.engine.rank import rank_decision, AmbiguousRankError
+from conslaw_nb.engine.count import count_laws
 from conftest import tally
 
 def gauss(n_in, dtype=torch.float64): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=dtype)
@@ -80,7 +80,7 @@ def test_deterministic():
 TOP1 = dict(d=4, E=3, d_ff=3, laws=4*3 + 3*3)
 
 def _top1_block(kind, init):
-    from conslaw_nb.adapters import adapt, init_generic
+    from conslaw_nb.hf.adapters import adapt, init_generic
     c = TOP1
     if kind == 'mixtral':
         from transformers import MixtralConfig

@@ -4,8 +4,7 @@ import csv, json, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
-from conslaw_nb import sweeps, training
-
+import conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.experiments.training as training
 KEYS = ['tau_exponent', 'tau_exponent_ci', 'k_exponent', 'k_exponent_ci', 'n_seeds', 'steps', 'regime', 'bound']
 TOOL = Path(__file__).resolve().parents[1]/'tools'/'reproduce.py'
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1]/'conslaw_nb'
-MODULES = sorted(p for p in PKG.glob('*.py') if p.name != '_modidx.py')
+MODULES = sorted(p for p in PKG.rglob('*.py') if p.name != '_modidx.py')
 NAMES = {p.stem for p in MODULES}
 
 def _private(name:str)->bool: return name.startswith('_') and not (name.startswith('__') and name.endswith('__'))
@@ -14,8 +14,8 @@ def _private(name:str)->bool: return name.startswith('_') and not (name.startswi
 def _source_module(node:ast.ImportFrom):
     "The conslaw_nb module an import reads from ('' for the package itself), or None for an import from elsewhere"
     mod = node.module or ''
-    if node.level == 1: return mod.split('.')[0]
-    if node.level == 0 and (mod == 'conslaw_nb' or mod.startswith('conslaw_nb.')): return mod.split('.')[1] if '.' in mod else ''
+    if node.level: return mod.split('.')[-1] if mod else ''       # `from ..engine.core import x`: the module core
+    if node.level == 0 and (mod == 'conslaw_nb' or mod.startswith('conslaw_nb.')): return mod.split('.')[-1] if '.' in mod else ''
     return None
 
 def reach_ins(path:Path)->list:
@@ -40,10 +40,10 @@ def reach_ins(path:Path)->list:
 def test_the_walk_finds_reach_ins(tmp_path):
     "The checker itself: relative, absolute, nested and attribute reach-ins are found; public names, dunders and own names are not"
     p = tmp_path/'demo.py'
-    p.write_text("from .core import a, _b, __version__\nfrom conslaw_nb.pde import _c\nfrom . import ffn\nimport conslaw_nb.rank as R\n"
-                 "from .demo import _own\ndef f():\n    from conslaw_nb.data import _d\n    return ffn._e, R._f, ffn.g, R.__name__\n")
-    assert [s.split(': ')[1] for s in reach_ins(p)] == ['from .core import _b', 'from conslaw_nb.pde import _c',
-                                                        'from conslaw_nb.data import _d', 'ffn._e', 'R._f']
+    p.write_text("from .core import a, _b, __version__\nfrom conslaw_nb.engine.count import _c\nfrom . import ffn\nimport conslaw_nb.engine.rank as R\n"
+                 "from .demo import _own\ndef f():\n    from conslaw_nb.experiments.data import _d\n    return ffn._e, R._f, ffn.g, R.__name__\n")
+    assert [s.split(': ')[1] for s in reach_ins(p)] == ['from .core import _b', 'from conslaw_nb.engine.count import _c',
+                                                        'from conslaw_nb.experiments.data import _d', 'ffn._e', 'R._f']
 
 @pytest.mark.parametrize('path', MODULES, ids=[p.stem for p in MODULES])
 def test_no_private_import_across_modules(path):

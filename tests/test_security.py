@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 LIB = Path(__file__).resolve().parents[1]/'conslaw_nb'
-SOURCES = {p.name: p.read_text(encoding='utf-8') for p in LIB.glob('*.py') if p.name != '_modidx.py'}
+SOURCES = {p.name: p.read_text(encoding='utf-8') for p in LIB.rglob('*.py') if p.name != '_modidx.py'}
 
 def lines(pattern):
     return [(n, i+1, l.strip()) for n, s in SOURCES.items() for i, l in enumerate(s.splitlines()) if re.search(pattern, l)]

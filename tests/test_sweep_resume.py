@@ -69,7 +69,7 @@ def test_output_file_as_folder(tmp_path):
 
 def test_run_names_cannot_escape_the_output_folder(tmp_path):
     "Run files are named from validated fields only: a task or optimiser that looks like a path is refused before any run"
-    from conslaw_nb import sweeps
+    import conslaw_nb.experiments.sweeps as sweeps
     with pytest.raises(ValueError, match='task'): sweeps.sweep('../../escape', tmp_path/'o', progress=False)
     with pytest.raises(ValueError, match='optim'):
         sweeps.sweep('ptb', tmp_path/'o', progress=False, lrs=(1e-3,), seeds=(0,), steps=2, extra=(('../gd', 'const'),))

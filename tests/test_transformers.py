@@ -2,10 +2,10 @@
 counted as they are or through `adapters.adapt`, at two sizes, with the laws the adapter states checked."""
 import pytest, torch
 from torch import nn
-from conslaw_nb.pde import count_laws, check_laws
-from conslaw_nb.adapters import adapt, init_generic, NotStated
+from conslaw_nb.engine.count import count_laws, check_laws
+from conslaw_nb.hf.adapters import adapt, init_generic, NotStated
 from conslaw_nb.zoo import module_zoo
-from conslaw_nb.discovery import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
+from conslaw_nb.discovery.found import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
 
 transformers = pytest.importorskip('transformers')
 
@@ -127,7 +127,7 @@ def test_once_wrong_and_silent():
 
 def test_adapt_refuses_a_forward_it_does_not_reproduce(monkeypatch):
     "check (a): a reader whose f is not the module's forward is refused, with the size of the difference"
-    import conslaw_nb.readers as R
+    import conslaw_nb.hf.readers as R
     m = ZOO[1]['LlamaMLP'][0]
     orig = R.read_gated_mlp
     def wrong(*args):

@@ -3,12 +3,12 @@ benchmark's cases, the tiny transformers configs, the atlas's blocks) is a view 
 import ast
 from pathlib import Path
 import pytest
-from conslaw_nb import zoo as Z, verify as V, bench as B, atlas as A, discovery as Di
-from conslaw_nb.problem import Problem
+import conslaw_nb.zoo as Z, conslaw_nb.theorems as V, conslaw_nb.bench.cases as B, conslaw_nb.survey.atlas as A, conslaw_nb.discovery.found as Di
+from conslaw_nb.engine.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD = {'verify': ['ARCHS'], 'bench': ['SPEED_CASES', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS', 'DECODER_SHAPES'], 'atlas': ['ATLAS'],
-       'discovery': ['TINY_CONFIGS'], 'adapters': ['module_zoo']}   # the registries each module kept before the zoo
+OLD = {'theorems': ['ARCHS'], 'bench/cases': ['SPEED_CASES', 'WIDTH_CHECKS', 'QUICK_WIDTH_CHECKS', 'DECODER_SHAPES'], 'survey/atlas': ['ATLAS'],
+       'discovery/found': ['TINY_CONFIGS'], 'hf/adapters': ['module_zoo']}   # the registries each module kept before the zoo
 
 def test_every_old_registry_is_a_view_of_the_zoo():
     arch = {n: e for n, e in Z.view('verify').items() if Z.HAS_TRANSFORMERS or 'transformers' not in e.tags}
@@ -36,10 +36,10 @@ def test_no_registry_is_written_outside_the_zoo():
         a = _assigned(module)
         for n in names:
             assert n not in a or 'view(' in a[n], f"conslaw_nb/{module}.py writes its own {n}: make it a view of the zoo (`zoo.view(tag)`)"
-    defs = {p.stem for p in (ROOT/'conslaw_nb').glob('*.py') for node in ast.walk(ast.parse(p.read_text()))
+    defs = {p.stem for p in (ROOT/'conslaw_nb').rglob('*.py') for node in ast.walk(ast.parse(p.read_text()))
             if isinstance(node, ast.FunctionDef) and node.name in ('module_zoo', 'decoder_layer_case')}
     assert defs == {'zoo'}, defs
-    callers = {p.stem for p in (ROOT/'conslaw_nb').glob('*.py') if p.stem != '_modidx'
+    callers = {p.stem for p in (ROOT/'conslaw_nb').rglob('*.py') if p.stem != '_modidx'
                for node in ast.walk(ast.parse(p.read_text()))
                if isinstance(node, ast.Call) and getattr(node.func, 'id', getattr(node.func, 'attr', None)) == 'register'}
     assert callers <= {'zoo', 'atlas'}, callers

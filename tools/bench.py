@@ -1,10 +1,10 @@
 """`make bench`: how fast the law-counting engine runs, measured against a straightforward baseline, the anchors'
 published timings, the cost floor of the method, and a training step. Prints a table and writes bench.json.
 This is a benchmark, not a test: it never fails on a missed target, it says by how much it missed.
-The benchmark itself is `conslaw_nb.bench` (nbs/19_bench.ipynb); this script only reads the command line.
+The benchmark itself is `conslaw_nb.bench.cases` (nbs/13_bench.cases.ipynb); this script only reads the command line.
 Usage: python tools/bench.py [--device cpu|cuda] [--quick] [--out bench.json]"""
 import argparse
-from conslaw_nb.bench_run import BenchConfig, run_benchmark
+from conslaw_nb.bench.run import BenchConfig, run_benchmark
 
 def parse(argv=None)->BenchConfig:
     "The command line as a `BenchConfig`"

@@ -5,8 +5,8 @@ carry (twins found, counted and fitted) and to check, and the peak RSS. A benchm
 Usage: python tools/bench_carry.py [--config phi-3-mini] [--out bench_carry.json]"""
 import argparse, json, resource, time, warnings
 import torch
-from conslaw_nb.discovery import tiny_transformer, law_blocks, _CARRIED
-from conslaw_nb.census import published, census
+from conslaw_nb.discovery.found import tiny_transformer, law_blocks, _CARRIED
+from conslaw_nb.survey.published import published, census
 
 def rss_gb(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/2**20
 

@@ -10,7 +10,7 @@ Each block is built in float64 from its transformers config (no download), put a
 by `adapt(block, check=True)`: the forward check, `check_laws` at full width, and past `COUNT_MAX_D` the count on a small twin.
 Peak memory is the process's resident high-water mark (VmHWM) over that call alone: /proc/self/clear_refs resets it to the
 current resident size before each call, so it includes the block's own weights and `adapt`'s float64 copy of them.
-The old check is HEAD's `conslaw_nb/pde.py` loaded beside the new one, swapped into `adapters.check_laws` for its row; a row
+The old check is HEAD's `conslaw_nb/engine/count.py` loaded beside the new one, swapped into `adapters.check_laws` for its row; a row
 whose old check would pass `--max-gb` (its n_dirs·D float64 gradients alone, 8 of them) is skipped and says so."""
 import argparse, importlib, io, os, resource, subprocess, sys, tarfile, tempfile, time
 from pathlib import Path
@@ -18,8 +18,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-import conslaw_nb.adapters as ad
-import conslaw_nb.pde as pde
+import conslaw_nb.hf.adapters as ad
+import conslaw_nb.engine.count as pde
 
 def hwm_gb()->float:
     for l in open('/proc/self/status'):
@@ -35,13 +35,13 @@ def reset_hwm():
     except OSError: pass
 
 def old_pde():
-    """HEAD's pde.py: HEAD's whole package, extracted beside this one as `conslaw_nb_head` (its relative imports resolve
+    """HEAD's engine/count.py: HEAD's whole package, extracted beside this one as `conslaw_nb_head` (its relative imports resolve
     inside it, so HEAD's pde reads HEAD's rows, solvers and checks, whatever their names are now)"""
     tmp = Path(tempfile.mkdtemp())
     tar = subprocess.run(['git', 'archive', 'HEAD', 'conslaw_nb'], cwd=ROOT, capture_output=True, check=True).stdout
     tarfile.open(fileobj=io.BytesIO(tar)).extractall(tmp); (tmp/'conslaw_nb').rename(tmp/'conslaw_nb_head')
     sys.path.insert(0, str(tmp))
-    return importlib.import_module('conslaw_nb_head.pde')
+    return importlib.import_module('conslaw_nb_head.engine.count')
 
 def blocks(widths):
     import transformers as tf
@@ -81,9 +81,9 @@ if __name__ == '__main__':
     a = ap.parse_args()
     if a.census:
         import warnings; warnings.simplefilter('ignore')
-        from conslaw_nb.census import census, published
+        from conslaw_nb.survey.published import census, published
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
-        import conslaw_nb.census as CE
+        import conslaw_nb.survey.published as CE
         cache = tempfile.mkdtemp()
         for what, check in (('formulas computed (first census of the family)', False), ('formulas read from the cache', False),
                             ('with every stated block checked at its own sizes', True)):

@@ -4,10 +4,10 @@ again on all rows (restrict=False, one C x C SVD a round) versus intersecting th
 Usage: python tools/bench_found.py [--widths 8 12 16] [--reference-max-d 12] [--out bench_found.json]"""
 import argparse, json, time, warnings
 import torch
-from conslaw_nb.core import as_functional
-from conslaw_nb.adapters import capture_calls
-from conslaw_nb.discovery import tiny_transformer, transformer_blocks, adapt_found
-from conslaw_nb.lawsearch import Ansatz, law_nullspace
+from conslaw_nb.engine.core import as_functional
+from conslaw_nb.hf.adapters import capture_calls
+from conslaw_nb.discovery.found import tiny_transformer, transformer_blocks, adapt_found
+from conslaw_nb.discovery.lawsearch import Ansatz, law_nullspace
 
 CONFIGS = {'gpt2': lambda d: dict(n_embd=d, n_head=2), 'bert': lambda d: dict(hidden_size=d, num_attention_heads=2),
            'olmo2': lambda d: dict(hidden_size=d, num_attention_heads=2, num_key_value_heads=2)}

@@ -162,7 +162,7 @@ def run(argv=None):
     import torch, transformers
     torch.set_num_threads(a.threads)
     warnings.filterwarnings('ignore', message='.*torch.jit.script.*')
-    import conslaw_nb, conslaw_nb.monitor as mon_mod, conslaw_nb.adapters as ad_mod, conslaw_nb.discovery as disc_mod, conslaw_nb.pde as pde_mod
+    import conslaw_nb, conslaw_nb.monitor as mon_mod, conslaw_nb.hf.adapters as ad_mod, conslaw_nb.discovery.found as disc_mod, conslaw_nb.engine.count as pde_mod
     from conslaw_nb.monitor import ConservationMonitor
     res = dict(config=vars(a), arch=ARCHS[a.arch], torch=torch.__version__, transformers=transformers.__version__,
                python=platform.python_version(), cpu_threads=torch.get_num_threads(), nproc=os.cpu_count(),

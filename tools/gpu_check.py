@@ -8,10 +8,10 @@ Usage: python tools/gpu_check.py [--device cuda] [--out gpu_check.json] [--limit
 import argparse, json, subprocess, sys, time
 from pathlib import Path
 import torch
-from conslaw_nb import bench
-from conslaw_nb.core import save_json
-from conslaw_nb.pde import check_laws
-from conslaw_nb.verify import verify
+import conslaw_nb.bench.cases as bench
+from conslaw_nb.engine.core import save_json
+from conslaw_nb.engine.count import check_laws
+from conslaw_nb.theorems import verify
 
 def decoder_row(d:int, device:str, methods)->dict:
     "The decoder layer at width d counted on `device` by each of `methods`: `bench.case_count_row`, with D and the GPU's peak"

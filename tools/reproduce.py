@@ -1,4 +1,4 @@
-"""`make reproduce`: Section 6 of the paper at its protocol (`conslaw_nb.sweeps.reproduce`), written to runs/reproduce/.
+"""`make reproduce`: Section 6 of the paper at its protocol (`conslaw_nb.experiments.sweeps.reproduce`), written to runs/reproduce/.
 
 Resumable: a second call keeps every finished run and trains only the missing ones. Examples:
     python tools/reproduce.py                                   # the CPU protocol (about an hour on 2 cores)
@@ -6,7 +6,7 @@ Resumable: a second call keeps every finished run and trains only the missing on
     python tools/reproduce.py --protocol gpu --device cuda --data wikitext=/data/wikitext-103-raw cifar10=/data/cifar-10-batches-py
 """
 import argparse, sys
-from conslaw_nb.sweeps import reproduce, PROTOCOLS
+from conslaw_nb.experiments.sweeps import reproduce, PROTOCOLS
 
 def _data(items)->dict:
     out = {}

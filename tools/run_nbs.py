@@ -1,6 +1,6 @@
 """Execute notebooks in place so their stored outputs (tables, figures) are the ones the docs and README show.
 Cells flagged with a test flag (`#| slow`, `#| gpu`, `#| notest`) and `#| eval: false` cells are skipped, as in
-nbdev_test, unless named in --flags. Usage: python tools/run_nbs.py [--flags "slow gpu"] nbs/02_pde.ipynb ..."""
+nbdev_test, unless named in --flags. Usage: python tools/run_nbs.py [--flags "slow gpu"] nbs/02_engine.count.ipynb ..."""
 import argparse, os, re, sys
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb

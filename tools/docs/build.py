@@ -68,7 +68,7 @@ def list_notebooks(nbs: Path) -> list[Path]:
 
 
 def page_name(nb: Path) -> str:
-    "The page a notebook becomes, as nbdev names it: `02_pde.ipynb` -> `pde` (so nbdev's doc links `pde.html#x` hold)"
+    "The page a notebook becomes, as nbdev names it: `02_engine.count.ipynb` -> `pde` (so nbdev's doc links `pde.html#x` hold)"
     return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower())[:-len('.ipynb')]
 
 
@@ -206,7 +206,7 @@ def make_exporter():
 
 
 def rewrite_links(md: str, pages: dict[str, str], doc_prefix: str) -> str:
-    "Point nbdev's doc links (`https://host/base/pde.html#x`) and links to `pde.html`/`02_pde.ipynb` at the pages' .md"
+    "Point nbdev's doc links (`https://host/base/engine.count.html#x`) and links to `pde.html`/`02_engine.count.ipynb` at the pages' .md"
     def fix(url, ext='.md'):   # Markdown links name the .md (MkDocs checks them); raw HTML ones the .html
         u = url[len(doc_prefix):] if doc_prefix and url.startswith(doc_prefix) else url
         path, hash_, frag = u.partition('#')
@@ -280,7 +280,7 @@ def build_site(out: Path = ROOT/'docs', nbs: Path = ROOT/'nbs', work: Path | Non
         proc = process_notebooks(nb_files, work)
         names = {nb.name: page_name(nb) for nb in nb_files}
         pages = {}
-        for nb in nb_files:   # a page is linked as `pde.html`, `02_pde.ipynb`, or by its path from the notebook folder or a subfolder
+        for nb in nb_files:   # a page is linked as `pde.html`, `02_engine.count.ipynb`, or by its path from the notebook folder or a subfolder
             rel = str(nb.relative_to(nbs))
             for key in (nb.name, rel, '../' + rel, names[nb.name] + '.html'): pages[key] = names[nb.name] + '.md'
         doc_prefix = cfg.get('doc_host', '').rstrip('/') + '/' + cfg.get('doc_baseurl', '').strip('/') + '/'

@@ -1,0 +1,7 @@
+"""The blocks people train, read for the engine: `readers` (how a model calls a block; the attention layouts, MLPs and MoE
+of PyTorch and Hugging Face transformers) and `adapters` (`adapt`: a block with the laws the theory states for exactly its
+configuration, checked, and the structure checks kept between runs)."""
+from .readers import NotStated, READERS, capture_calls
+from .adapters import adapt, Adapted, init_generic, STRUCTURES
+
+__all__ = ['adapt', 'Adapted', 'NotStated', 'READERS', 'capture_calls', 'init_generic', 'STRUCTURES']
