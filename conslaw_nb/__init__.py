@@ -18,6 +18,9 @@ Watch them while training
 Check the paper
     verify                every architecture of the paper: the laws it states against the engine's count
 
+Housekeeping
+    clear_caches          forget what was established once per structure or family (checks, twin counts, formulas)
+
 Each name is imported from its module when first used, so `import conslaw_nb` stays light (transformers is imported only by
 what needs it). The modules hold the rest; their pages are the documentation.
 """
@@ -28,7 +31,7 @@ _WHERE = {  # the front door: name -> the module that defines it
     'find_laws': 'discovery.found', 'Laws': 'discovery.lawtext', 'law_blocks': 'discovery.found', 'Blocks': 'discovery.found',
     'adapt': 'hf.adapters', 'Adapted': 'hf.adapters', 'census': 'survey.published', 'Census': 'survey.published',
     'ConservationMonitor': 'monitor', 'ConservationCallback': 'monitor', 'verify': 'theorems'}
-__all__ = list(_WHERE)
+__all__ = list(_WHERE) + ['clear_caches']
 
 def __getattr__(name):
     if name not in _WHERE: raise AttributeError(f"module 'conslaw_nb' has no attribute {name!r}")
@@ -38,3 +41,14 @@ def __getattr__(name):
     return value
 
 def __dir__(): return sorted(set(globals()) | set(__all__))
+
+def clear_caches(disk:bool=False):
+    """Forget what this process established once per block structure or model family — structure checks and twin counts
+    (`hf.adapters.STRUCTURES`, `COUNTED`), carried laws (`discovery.found.CARRIED`), census formulas and whole-model laws
+    (`survey.published.FORMULAS`, `WHOLE_LAWS`) — and, with `disk`, the structure-check file of this version of the code"""
+    import importlib
+    for mod, names in (('hf.adapters', ('STRUCTURES', 'COUNTED')), ('discovery.found', ('CARRIED',)),
+                       ('survey.published', ('FORMULAS', 'WHOLE_LAWS'))):
+        m = importlib.import_module(f'.{mod}', __name__)
+        for n in names: getattr(m, n).clear()
+    if disk: importlib.import_module('.hf.adapters', __name__).STRUCTURES.clear(disk=True)

@@ -34,7 +34,7 @@ def verify_arch(
     pb = ARCHS[name].build(size)
     v = pb.check(seed, device, tol=tol)                     # the verdict ladder is `completeness`'s
     c, rk = v.count, v.rank
-    return dict(arch=name, size=size, n_params=c.n_params, stated=pb.stated, formula=pb.stated if pb.formula is None else pb.formula,
+    return dict(arch=name, theorem=ARCHS[name].theorem or '—', size=size, n_params=c.n_params, stated=pb.stated, formula=pb.stated if pb.formula is None else pb.formula,
                 measured=c.n_laws, span_laws=c.n_params - c.dim_span if c.dim_span is not None else None,
                 dims_by_depth=c.dims_by_depth, stated_rank=rk.rank, max_rel=v.check.max_rel, verdict=v.verdict, gap=c.gap,
                 rank_gap=rk.gap, status=c.status, seconds=time.perf_counter() - t0, **_weakest(c))
@@ -66,12 +66,12 @@ def verify(
 def format_table(rows:list)->str:
     "The verification rows as a fixed-width text table"
     w = max([18] + [len(r['arch']) for r in rows])
-    hdr = f"{'arch':{w}} {'D':>5} {'stated':>6} {'formula':>7} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
+    hdr = f"{'arch':{w}} {'thm':>4} {'D':>5} {'stated':>6} {'formula':>7} {'measured':>8} {'span-only':>9} {'max|<∇h,∇f>|':>14} {'verdict':>13} {'gap':>9} {'s':>6}"
     lines = [hdr, '-'*len(hdr)]
     for r in rows:
         m = '?' if r['measured'] is None else r['measured']
         so = '?' if r['span_laws'] is None else r['span_laws']
-        lines.append(f"{r['arch']:{w}} {r['n_params']:>5} {r['stated']:>6} {r['formula']:>7} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
+        lines.append(f"{r['arch']:{w}} {r.get('theorem') or '—':>4} {r['n_params']:>5} {r['stated']:>6} {r['formula']:>7} {m:>8} {so:>9} {r['max_rel']:>14.1e} "
                      f"{r['verdict']:>13} {r['gap']:>9.1e} {r['seconds']:>6.2f}")
     return '\n'.join(lines)
 

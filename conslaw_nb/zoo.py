@@ -46,19 +46,19 @@ def view(*tags)->dict:
 
 # %% ../nbs/08_zoo.ipynb #z0000009
 register(
-    Entry('ffn-gelu', lambda s=1: ffn.ffn_problem(3*s, 4*s, 'gelu'), tags=('verify', 'paper'), page='ffn', theorem='4.1'),
-    Entry('ffn-silu', lambda s=1: ffn.ffn_problem(3*s, 4*s, 'silu'), tags=('verify', 'paper'), page='ffn', theorem='4.1'),
-    Entry('swiglu', lambda s=1: ffn.swiglu_problem(3*s, 4*s), tags=('verify', 'paper'), page='ffn', theorem='4.2'),
-    Entry('mha', lambda s=1: attention.mha_problem(2, 4*s, 2*s), tags=('verify', 'paper'), page='attention', theorem='4.3'),
-    Entry('mha-pe', lambda s=1: attention.mha_problem(2, 4*s, 2*s, pe='sinusoidal'), tags=('verify', 'paper'), page='attention',
+    Entry('ffn-gelu', lambda s=1: ffn.ffn_problem(3*s, 4*s, 'gelu'), tags=('verify', 'paper'), page='paper.ffn', theorem='4.1'),
+    Entry('ffn-silu', lambda s=1: ffn.ffn_problem(3*s, 4*s, 'silu'), tags=('verify', 'paper'), page='paper.ffn', theorem='4.1'),
+    Entry('swiglu', lambda s=1: ffn.swiglu_problem(3*s, 4*s), tags=('verify', 'paper'), page='paper.ffn', theorem='4.2'),
+    Entry('mha', lambda s=1: attention.mha_problem(2, 4*s, 2*s), tags=('verify', 'paper'), page='paper.attention', theorem='4.3'),
+    Entry('mha-pe', lambda s=1: attention.mha_problem(2, 4*s, 2*s, pe='sinusoidal'), tags=('verify', 'paper'), page='paper.attention',
           theorem='4.3'),
-    Entry('mha-rope', lambda s=1: attention.mha_problem(1, 4*s, 4*s, rope=True), tags=('verify', 'paper'), page='attention',
+    Entry('mha-rope', lambda s=1: attention.mha_problem(1, 4*s, 4*s, rope=True), tags=('verify', 'paper'), page='paper.attention',
           theorem='4.4'),   # two rotation pairs
-    Entry('moe-dense', lambda s=1: moe.moe_problem(3*s, 2*s, 3), tags=('verify', 'paper'), page='moe', theorem='4.5'),
-    Entry('moe-top2', lambda s=1: moe.moe_problem(3*s, 2*s, 3, k=2), tags=('verify', 'paper'), page='moe', theorem='4.6'),
-    Entry('moe-sigmoid-dense', lambda s=1: moe.moe_problem(3*s, 2*s, 3, gate='sigmoid'), tags=('verify', 'paper'), page='moe',
+    Entry('moe-dense', lambda s=1: moe.moe_problem(3*s, 2*s, 3), tags=('verify', 'paper'), page='paper.moe', theorem='4.5'),
+    Entry('moe-top2', lambda s=1: moe.moe_problem(3*s, 2*s, 3, k=2), tags=('verify', 'paper'), page='paper.moe', theorem='4.6'),
+    Entry('moe-sigmoid-dense', lambda s=1: moe.moe_problem(3*s, 2*s, 3, gate='sigmoid'), tags=('verify', 'paper'), page='paper.moe',
           theorem='4.7'),
-    Entry('moe-sigmoid-top2', lambda s=1: moe.moe_problem(3*s, 2*s, 3, k=2, gate='sigmoid'), tags=('verify', 'paper'), page='moe',
+    Entry('moe-sigmoid-top2', lambda s=1: moe.moe_problem(3*s, 2*s, 3, k=2, gate='sigmoid'), tags=('verify', 'paper'), page='paper.moe',
           theorem='4.7'),
 )
 
@@ -68,9 +68,9 @@ HAS_TRANSFORMERS = importlib.util.find_spec('transformers') is not None
 def _module(name, build, *tags, **kw): return Entry(name, build, 'module', ('module', *tags), **kw)
 
 register(
-    _module('blocks.Attention (RoPE, GQA)', lambda s=1: (Attention(4*s, 2*s, s, head_dim=2, rope=True, causal=True), {}), page='blocks'),
-    _module('blocks.SwiGLU', lambda s=1: (SwiGLU(3, 2+s), {}), page='blocks'),
-    _module('blocks.MoE (top-2, shared expert)', lambda s=1: (MoE(3, 2, 3+s, top_k=2, shared_d_ff=s), {}), page='blocks'),
+    _module('blocks.Attention (RoPE, GQA)', lambda s=1: (Attention(4*s, 2*s, s, head_dim=2, rope=True, causal=True), {}), page='paper.blocks'),
+    _module('blocks.SwiGLU', lambda s=1: (SwiGLU(3, 2+s), {}), page='paper.blocks'),
+    _module('blocks.MoE (top-2, shared expert)', lambda s=1: (MoE(3, 2, 3+s, top_k=2, shared_d_ff=s), {}), page='paper.blocks'),
     _module('nn.MultiheadAttention', lambda s=1: (nn.MultiheadAttention(4, 2 if s == 1 else 4, bias=False, batch_first=True), {})),
     _module('nn.MultiheadAttention (biases, causal)', lambda s=1: (nn.MultiheadAttention(4, s, batch_first=True), dict(causal=True))),
     _module('nn.Sequential ReLU MLP', lambda s=1: (nn.Sequential(nn.Linear(3, 3+s), nn.ReLU(), nn.Linear(3+s, 2)), {})),
@@ -128,11 +128,11 @@ def adapted(name:str)->Callable:
     def build(s=1):
         m, kw = module_zoo(s, transformers='transformers' in ZOO[name].tags)[name]
         a = adapt(m, **kw)
-        return Problem(a.f, a.params, a.inputs, a.laws, a.expected)
+        return Problem(a.f, a.params, a.inputs, a.laws, a.n_laws)
     return build
 
-register(Entry('torch-mha-bias-causal', adapted('nn.MultiheadAttention (biases, causal)'), tags=('verify',), page='adapters'),
-         *[Entry(n, adapted(m), tags=('verify', 'transformers'), page='adapters') for n, m in {
+register(Entry('torch-mha-bias-causal', adapted('nn.MultiheadAttention (biases, causal)'), tags=('verify',), page='hf.readers'),
+         *[Entry(n, adapted(m), tags=('verify', 'transformers'), page='hf.readers') for n, m in {
     'hf-llama-attn-gqa': 'LlamaAttention (GQA)', 'hf-mistral-attn-mqa': 'MistralAttention (MQA)',
     'hf-qwen2-attn-bias': 'Qwen2Attention (biases, GQA)', 'hf-qwen3-attn-qknorm': 'Qwen3Attention (q/k-norm, eps=1e-6)',
     'hf-qwen3-attn-qknorm-eps0': 'Qwen3Attention (q/k-norm, eps=0)', 'hf-llama-mlp': 'LlamaMLP',
@@ -141,15 +141,15 @@ register(Entry('torch-mha-bias-causal', adapted('nn.MultiheadAttention (biases, 
 
 # %% ../nbs/08_zoo.ipynb #z0000024
 register(
-    Entry('SwiGLU d=8 d1=16', lambda s=1: ffn.swiglu_problem(8*s, 16*s), tags=('speed',), page='ffn'),
-    Entry('MHA H=2 d=8 dk=4 T=4', lambda s=1: attention.mha_problem(2, 8*s, 4*s, T=4), tags=('speed',), page='attention'),
-    Entry('RoPE-MHA H=2 d=8 dk=4 T=4', lambda s=1: attention.mha_problem(2, 8*s, 4*s, T=4, rope=True), tags=('speed',), page='attention'),
-    Entry('SwiGLU d=256 d1=1024', lambda s=1: ffn.swiglu_problem(256*s, 1024*s), tags=('width-check',), page='ffn'),
+    Entry('SwiGLU d=8 d1=16', lambda s=1: ffn.swiglu_problem(8*s, 16*s), tags=('speed',), page='paper.ffn'),
+    Entry('MHA H=2 d=8 dk=4 T=4', lambda s=1: attention.mha_problem(2, 8*s, 4*s, T=4), tags=('speed',), page='paper.attention'),
+    Entry('RoPE-MHA H=2 d=8 dk=4 T=4', lambda s=1: attention.mha_problem(2, 8*s, 4*s, T=4, rope=True), tags=('speed',), page='paper.attention'),
+    Entry('SwiGLU d=256 d1=1024', lambda s=1: ffn.swiglu_problem(256*s, 1024*s), tags=('width-check',), page='paper.ffn'),
     Entry('RoPE-MHA d=192 3x64 T=32', lambda s=1: attention.mha_problem(3, 192*s, 64*s, 64*s, T=32, rope=True), tags=('width-check',),
-          page='attention'),
-    Entry('SwiGLU d=64 d1=256', lambda s=1: ffn.swiglu_problem(64*s, 256*s), tags=('quick-width-check',), page='ffn'),
+          page='paper.attention'),
+    Entry('SwiGLU d=64 d1=256', lambda s=1: ffn.swiglu_problem(64*s, 256*s), tags=('quick-width-check',), page='paper.ffn'),
     Entry('RoPE-MHA d=32 2x16 T=8', lambda s=1: attention.mha_problem(2, 32*s, 16*s, 16*s, T=8, rope=True), tags=('quick-width-check',),
-          page='attention'),
+          page='paper.attention'),
 )
 
 # %% ../nbs/08_zoo.ipynb #z0000025
@@ -213,7 +213,7 @@ def _module_problem(make, seq_len=16):
     "A module read by `adapt` as a width-check problem: its own parameters (float64), inputs and stated laws"
     torch.manual_seed(0)
     a = adapt(make().double(), seq_len=seq_len)
-    return Problem(a.f, a.params, a.inputs, a.laws, a.expected)
+    return Problem(a.f, a.params, a.inputs, a.laws, a.n_laws)
 
 def module_checks(quick:bool=False)->tuple:
     """transformers' own LlamaMLP and LlamaAttention (GQA with RoPE) from a random config at a real width, as (name, problem
@@ -255,4 +255,4 @@ _TINY = {  # model_type -> a one-layer config small enough to count every block 
     't5': dict(d_model=4, d_kv=2, num_heads=2, d_ff=3, num_layers=1, num_decoder_layers=1),
     'mamba': dict(hidden_size=4, state_size=2, expand=2, conv_kernel=2),
 }
-register(*[Entry(n, lambda c=c: dict(c), 'config', ('tiny-config', 'transformers'), page='discovery') for n, c in _TINY.items()])
+register(*[Entry(n, lambda c=c: dict(c), 'config', ('tiny-config', 'transformers'), page='discovery.found') for n, c in _TINY.items()])

@@ -21,11 +21,11 @@ def test_phi3_fused_layout_carried():
     assert (att.meta['theory'], mlp.meta['theory']) == ('carried', 'carried')
     # RoPE leaves each key/value group one law per rotation pair (Q's and K's pair norms), and the Gram of V's rows against the
     # output columns of the G query heads that read them
-    assert att.expected == Hkv*(dk//2 + dk*(dk + 1)//2)
-    assert mlp.expected == dff                                    # SwiGLU: ‖up row‖² − ‖down column‖² per unit (up: gate_up_proj's second half)
+    assert att.n_laws == Hkv*(dk//2 + dk*(dk + 1)//2)
+    assert mlp.n_laws == dff                                    # SwiGLU: ‖up row‖² − ‖down column‖² per unit (up: gate_up_proj's second half)
     assert att.checks['laws'] <= law_tol() and mlp.checks['laws'] <= law_tol()
     v = att.laws(att.params)
-    assert sum(t.numel() for t in v.values()) == att.expected
+    assert sum(t.numel() for t in v.values()) == att.n_laws
 
 
 def test_carried_laws_move_with_training_only_at_second_order():

@@ -25,8 +25,8 @@ def llama():
 def test_llama_3_8b_rows(llama):
     "H_kv·(d_k/2 + d_v(d_v+1)/2) = 8·(64 + 8256) per attention layer, one law per hidden unit of the MLP"
     att, mlp = llama.rows
-    assert (att.block, att.value, att.layers, att.source) == ('attention', 8*(128//2 + 128*129//2), 32, 'formula') == ('attention', 66560, 32, 'formula')
-    assert (mlp.block, mlp.value, mlp.layers) == ('MLP', 14336, 32)
+    assert (att.block, att.n_laws, att.layers, att.source) == ('attention', 8*(128//2 + 128*129//2), 32, 'formula') == ('attention', 66560, 32, 'formula')
+    assert (mlp.block, mlp.n_laws, mlp.layers) == ('MLP', 14336, 32)
     assert att.law.provenance == mlp.law.provenance == 'stated'
     assert att.law.domain.contains(**llama.sizes) and att.law.domain.inequalities      # a boundary was found, and 8B is inside it
     assert llama.laws == 32*(66560 + 14336)
@@ -50,7 +50,7 @@ def test_gpt2_rows_and_a_held_out_twin():
     "GPT-2 small: 12·(2080 + 64 + 2080) = 50,688 per attention, 0 per MLP; the formula equals the engine on a plain forward at (H, d_k) = (2, 5)"
     c = census(published()['gpt2'])
     att, mlp = c.rows
-    assert (att.value, mlp.value) == (12*(64*65//2 + 64 + 64*65//2), 0) == (50688, 0)
+    assert (att.n_laws, mlp.n_laws) == (12*(64*65//2 + 64 + 64*65//2), 0) == (50688, 0)
     fit = att.law.fit
     assert fit.verdict == 'confirmed' and (2, 5) not in {tuple(r['sizes'].values()) for r in fit.rows}    # held out of every fit
     f, shapes, inputs = _gpt2_attention(2, 5)
@@ -156,7 +156,7 @@ def test_bert_rows_and_a_held_out_twin():
     output projection and the sum of its bias), and d_ff + 1 for the MLP; the formula equals the engine on a plain forward at (1, 6)"""
     c = census(published()['bert-base'])
     att, mlp = c.rows
-    assert (att.value, mlp.value) == (12*64*66 + 768 + 1, 3072 + 1) == (51457, 3073)
+    assert (att.n_laws, mlp.n_laws) == (12*64*66 + 768 + 1, 3072 + 1) == (51457, 3073)
     assert att.source == mlp.source == 'formula' and att.law.fit.verdict == 'confirmed'
     assert not mlp.law.domain.contains(d=2, d_ff=3)                 # a LayerNorm over 2 entries is degenerate: outside the domain
     f, shapes, inputs = _bert_attention(1, 6)
@@ -194,11 +194,11 @@ def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):
     "A later census of the same family reads the formulas an earlier one established (one file per package version) and gives the"
     " same rows, saying where it read them"
     import conslaw_nb.survey.published as CE
-    for k, l in list(CE._FORMULAS.items()): CE._remember(k, l, tmp_path)       # what the fixture's census writes with a cache
-    monkeypatch.setattr(CE, '_FORMULAS', {})
+    for k, l in list(CE.FORMULAS.items()): CE._remember(k, l, tmp_path)       # what the fixture's census writes with a cache
+    monkeypatch.setattr(CE, 'FORMULAS', {})
     c = census(published()['llama-3-8b'], cache=tmp_path)
-    assert [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in c.rows] == \
-           [(r.value, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in llama.rows]
+    assert [(r.n_laws, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in c.rows] == \
+           [(r.n_laws, str(r.law.expr), str(r.law.domain), r.law.provenance) for r in llama.rows]
     assert all(str(CE.formula_cache(tmp_path)) in r.law.reason for r in c.rows)
 
 

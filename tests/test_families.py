@@ -48,10 +48,10 @@ def test_bart_cross_attention_memory_is_an_input(bart):
         x = torch.randn(2*T*d, dtype=torch.float64)
         y = blk.double()(x[:T*d].view(1, T, d), key_value_states=x[T*d:].view(1, T, d))[0][0]
     torch.testing.assert_close(f(P, x).view(T, d), y)
-    assert a.expected == count(f, P, gauss(2*T*d))
+    assert a.n_laws == count(f, P, gauss(2*T*d))
     assert check_laws(a.laws, f, a.params, gauss(2*T*d)).max_rel <= law_tol()
     frozen = lambda P, x: f(P, torch.cat([x.reshape(-1), torch.linspace(-1, 1, T*d, dtype=torch.float64)]))
-    assert count(frozen, P, gauss(T, d)) > a.expected       # a frozen memory would have counted more laws than the block has
+    assert count(frozen, P, gauss(T, d)) > a.n_laws       # a frozen memory would have counted more laws than the block has
 
 def test_bart_and_opt_loose_mlps(bart):
     "fc1/fc2 sitting loose in the layer: read as one MLP (GELU: no laws; OPT's ReLU: one per hidden unit, Thm of ReLU nets)"
@@ -59,13 +59,13 @@ def test_bart_and_opt_loose_mlps(bart):
     P = params(m.encoder.layers[0].fc1) | {'2.' + k: v for k, v in params(m.encoder.layers[0].fc2).items()}
     P = {('0.' + k if not k.startswith('2.') else k): v for k, v in P.items()}
     f = lambda P, x: lin(P, '2', F.gelu(lin(P, '0', x)))
-    assert B['encoder.layers.0'].expected == count(f, P, gauss(d)) == 0
+    assert B['encoder.layers.0'].n_laws == count(f, P, gauss(d)) == 0
     opt = tiny_transformer('opt', hidden_size=d, num_attention_heads=H, ffn_dim=3, word_embed_proj_dim=d, max_position_embeddings=16)
     a = dict(law_blocks(opt))['decoder.layers.0']
     L = opt.decoder.layers[0]
     P = {'0.' + k: v for k, v in params(L.fc1).items()} | {'2.' + k: v for k, v in params(L.fc2).items()}
     f = lambda P, x: lin(P, '2', torch.relu(lin(P, '0', x)))
-    assert a.expected == count(f, P, gauss(d)) == 3
+    assert a.n_laws == count(f, P, gauss(d)) == 3
 
 def test_xlnet_sequence_first():
     "XLNet's hidden states are (T, batch, d): the block is counted at the T the model uses, called here by hand in that layout"
@@ -74,8 +74,8 @@ def test_xlnet_sequence_first():
     blk = m.layer[0].rel_attn
     r = m.relative_positional_encoding(T, T, bsz=1).double()
     f = lambda P, x: functional_call(blk, P, (x[:, None], None, None, None, r, None))[0][:, 0]
-    assert (a.meta['T'], a.expected) == (T, count(f, params(blk), gauss(T, d)))
-    assert a.expected == 28                                # the issue's independent count at T = 4
+    assert (a.meta['T'], a.n_laws) == (T, count(f, params(blk), gauss(T, d)))
+    assert a.n_laws == 28                                # the issue's independent count at T = 4
 
 def t5_norm(P, n, x): return x*torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)*P[n]
 
@@ -93,10 +93,10 @@ def test_t5_encoder_decoder():
         n = t5_norm(P, 'layer_norm.weight', h)
         q, k, v = (heads(lin(P, f'EncDecAttention.{w}', z), H) for w, z in (('q', n), ('k', mem), ('v', mem)))
         return (h + lin(P, 'EncDecAttention.o', attend(q, k, v))).reshape(-1)
-    assert B['decoder.block.0.layer.1'].expected == count(f, params(cross), gauss(2*T*d))
+    assert B['decoder.block.0.layer.1'].n_laws == count(f, params(cross), gauss(2*T*d))
     ff = m.encoder.block[0].layer[1]
     g = lambda P, x: x + lin(P, 'DenseReluDense.wo', torch.relu(lin(P, 'DenseReluDense.wi', t5_norm(P, 'layer_norm.weight', x))))
-    assert B['encoder.block.0.layer.1'].expected == count(g, params(ff), gauss(d))
+    assert B['encoder.block.0.layer.1'].n_laws == count(g, params(ff), gauss(d))
 
 def test_t5_encoder_and_albert_nested_layers():
     "T5EncoderModel's `layer` lists and ALBERT's shared layer groups are walked: no block lost"
@@ -116,10 +116,10 @@ def test_t5_encoder_and_albert_nested_layers():
         return F.layer_norm(x + lin(P, 'dense', attend(q, k, v, (d//H)**-.5)), (d,), P['LayerNorm.weight'], P['LayerNorm.bias'],
                             L.attention.LayerNorm.eps)
     pre = 'encoder.albert_layer_groups.0.albert_layers.0'
-    assert B[pre + '.attention'].expected == count(att, params(L.attention), gauss(T, d))
+    assert B[pre + '.attention'].n_laws == count(att, params(L.attention), gauss(T, d))
     P = {'0.' + k: v for k, v in params(L.ffn).items()} | {'2.' + k: v for k, v in params(L.ffn_output).items()}
     mlp = lambda P, x: lin(P, '2', L.activation(lin(P, '0', x)))
-    assert B[pre].expected == count(mlp, P, gauss(d))
+    assert B[pre].n_laws == count(mlp, P, gauss(d))
 
 def test_bloom_mlp_custom_gelu():
     "BLOOM's MLP runs its GELU through a custom autograd.Function; under exact_ops it is differentiated through its forward"
@@ -129,7 +129,7 @@ def test_bloom_mlp_custom_gelu():
     mlp = m.h[0].mlp
     tanh_gelu = lambda z: z*.5*(1 + torch.tanh(0.79788456*z*(1 + 0.044715*z*z)))
     f = lambda P, x: lin(P, 'dense_4h_to_h', tanh_gelu(lin(P, 'dense_h_to_4h', x)))
-    assert dict(B)['h.0.mlp'].expected == count(f, params(mlp), gauss(d))
+    assert dict(B)['h.0.mlp'].n_laws == count(f, params(mlp), gauss(d))
 
 def test_mamba_mixer():
     "Mamba's mixer is read as a sequence block; its count equals the mixer called here by hand on (1, T, d)"
@@ -137,7 +137,7 @@ def test_mamba_mixer():
     a = dict(law_blocks(m))['layers.0.mixer']
     blk = m.layers[0].mixer
     f = lambda P, x: functional_call(blk, P, (x[None],))[0]
-    assert a.family == 'mixer' and a.expected == count(f, params(blk), gauss(T, d))
+    assert a.family == 'mixer' and a.n_laws == count(f, params(blk), gauss(T, d))
 
 def rope(x, base=10000.):
     "rotate_half RoPE on (H, T, dh)"
@@ -158,7 +158,7 @@ def test_olmo2_attention_norm_over_projection():
         q, k = rope(heads(nq(lin(P, 'q_proj', x), 'q_norm.weight'), 2)), rope(heads(nq(lin(P, 'k_proj', x), 'k_norm.weight'), 2))
         return lin(P, 'o_proj', attend(q, k, heads(lin(P, 'v_proj', x), 2), (D8//2)**-.5, causal=True))
     P = params(att)
-    assert a.expected == count(f, P, gauss(T, D8)) == 24
+    assert a.n_laws == count(f, P, gauss(T, D8)) == 24
     assert a.meta['found'] == 24 and check_laws(a.laws, f, a.params, gauss(T, D8)).max_rel <= law_tol()
 
 def test_refusals_name_cause_loss_and_next_step():
@@ -188,12 +188,12 @@ def test_gpt2_fused_attention_stated_and_counted():
     m = tiny_transformer('gpt2', n_embd=d12, n_head=H3)
     B = dict(law_blocks(m))
     a, mlp = B['h.0.attn'], B['h.0.mlp']
-    assert a.meta.get('theory', 'stated') == 'stated' and mlp.meta.get('theory', 'stated') == 'stated' and mlp.expected == 0
+    assert a.meta.get('theory', 'stated') == 'stated' and mlp.meta.get('theory', 'stated') == 'stated' and mlp.n_laws == 0
     dk = d12//H3
     def f(P, x):
         qkv = x @ P['c_attn.weight'] + P['c_attn.bias']
         q, k, v = (heads(z, H3) for z in qkv.split(d12, -1))
         return attend(q, k, v, dk**-.5, causal=True) @ P['c_proj.weight'] + P['c_proj.bias']
     P = params(m.h[0].attn)
-    assert a.expected == count(f, P, gauss(T, d12)) == H3*(dk*(dk + 1)//2 + dk + dk*(dk + 1)//2)
+    assert a.n_laws == count(f, P, gauss(T, d12)) == H3*(dk*(dk + 1)//2 + dk + dk*(dk + 1)//2)
     assert check_laws(a.laws, f, a.params, gauss(T, d12)).max_rel <= law_tol()

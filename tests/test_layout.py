@@ -157,3 +157,12 @@ def test_front_door():
             "adapt, law_blocks, census, ConservationMonitor, ConservationCallback, verify); print(len(conslaw_nb.__all__))")
     n = int(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout)
     assert 8 <= n <= 25, n
+
+def test_caches_are_named_and_cleared():
+    "The caches are public names of the modules that keep them, and one call forgets them all (no test reaches into a private one)"
+    import conslaw_nb
+    import conslaw_nb.survey.published as CE, conslaw_nb.hf.adapters as AD
+    CE.FORMULAS['probe'], AD.COUNTED['probe'] = 1, 1
+    AD.STRUCTURES.mem['probe'] = {}
+    conslaw_nb.clear_caches()
+    assert 'probe' not in CE.FORMULAS and 'probe' not in AD.COUNTED and 'probe' not in AD.STRUCTURES.mem

@@ -5,7 +5,7 @@ carry (twins found, counted and fitted) and to check, and the peak RSS. A benchm
 Usage: python tools/bench_carry.py [--config phi-3-mini] [--out bench_carry.json]"""
 import argparse, json, resource, time, warnings
 import torch
-from conslaw_nb.discovery.found import tiny_transformer, law_blocks, _CARRIED
+from conslaw_nb.discovery.found import tiny_transformer, law_blocks, CARRIED
 from conslaw_nb.survey.published import published, census
 
 def rss_gb(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/2**20
@@ -21,7 +21,7 @@ def run(name:str)->list:
     for p, a in B:
         D = sum(v.numel() for v in a.params.values())
         cr = next((r for r in c.rows if r.block.lower().startswith('attention' if a.family == 'attention' else 'mlp')), None)
-        rows.append(dict(config=name, block=p, theory=a.meta.get('theory'), D=D, carried=a.expected, census=getattr(cr, 'value', None),
+        rows.append(dict(config=name, block=p, theory=a.meta.get('theory'), D=D, carried=a.n_laws, census=getattr(cr, 'n_laws', None),
                          census_formula=str(getattr(getattr(cr, 'law', None), 'formula', '')), laws_max_rel=a.checks.get('laws'),
                          laws=a.meta.get('laws')))
     for r in rows: r |= dict(build_s=round(t_build, 1), law_blocks_s=round(t_read, 1), peak_rss_gb=round(rss_gb(), 2))

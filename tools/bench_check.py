@@ -62,7 +62,7 @@ def run(make, check_laws):
     torch.set_default_dtype(torch.float64)
     m = make().eval(); ad.init_generic(m); torch.set_default_dtype(torch.float32)
     D = sum(p.numel() for p in m.parameters())
-    ad.check_laws = check_laws; ad._COUNTED.clear()          # each row counts its twin itself
+    ad.check_laws = check_laws; ad.COUNTED.clear()          # each row counts its twin itself
     try:
         reset_hwm(); base = rss_gb(); t = time.perf_counter()
         a = ad.adapt(m, check=True)
@@ -87,12 +87,12 @@ if __name__ == '__main__':
         cache = tempfile.mkdtemp()
         for what, check in (('formulas computed (first census of the family)', False), ('formulas read from the cache', False),
                             ('with every stated block checked at its own sizes', True)):
-            if what.startswith('formulas read'): CE._FORMULAS.clear()           # a new process: only the cache file remains
+            if what.startswith('formulas read'): CE.FORMULAS.clear()           # a new process: only the cache file remains
             reset_hwm(); base = rss_gb(); t = time.perf_counter()
             c = census(published()[a.census], name=a.census, check=check, cache=cache)
             dt, peak = time.perf_counter() - t, hwm_gb()
             print(f"census {a.census}, {what}: {dt:.1f} s, peak {peak:.2f} GB (at start {base:.2f} GB)")
-            for r in c.rows: print(f"  {r.block} ({r.cls}): {r.value} laws; {r.check or 'not checked'}")
+            for r in c.rows: print(f"  {r.block} ({r.cls}): {r.n_laws} laws; {r.check or 'not checked'}")
         sys.exit(0)
     old = old_pde() if a.old else None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")

@@ -27,7 +27,7 @@ def row(fam, d, reference:bool):
     fn, P = as_functional(a.f, a.params, torch.float64, None)
     A = Ansatz(P, 'blocks')
     ns, t_new = timed(lambda: law_nullspace(fn, P, A, a.inputs, restrict=True))
-    r = dict(family=fam, d=d, D=A.D, C=A.C, counted=a.expected, found=a.meta['found'], found_s=round(t_found, 1),
+    r = dict(family=fam, d=d, D=A.D, C=A.C, counted=a.n_laws, found=a.meta['found'], found_s=round(t_found, 1),
              nullspace_s=round(t_new, 1), n0=len(ns.basis), status=ns.status, gap=float(f'{ns.gap:.2g}'))
     if reference:
         ref, t_ref = timed(lambda: law_nullspace(fn, P, A, a.inputs, restrict=False))

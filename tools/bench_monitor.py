@@ -202,7 +202,7 @@ def run(argv=None):
     def timed_setup(self, *args):
         t0 = time.perf_counter(); orig_setup(self, *args); setup_t['s'] = time.perf_counter() - t0
     ConservationMonitor._setup = timed_setup
-    counted0 = len(ad_mod._COUNTED)
+    counted0 = len(ad_mod.COUNTED)
     rss0 = settle(); ok_peak = reset_peak()
     say(f"building the monitor (every={a.every}) ...")
     t = time.perf_counter()
@@ -224,7 +224,7 @@ def run(argv=None):
         count_laws=dict(calls=calls.n['count_laws'], seconds=calls.s['count_laws']),
         twin_counts=dict(calls=calls.n['twin_count (_count_check)'], seconds=calls.s['twin_count (_count_check)']),
         adapt_calls=calls.n['adapt'], adapt_found_calls=calls.n['adapt_found'],
-        count_cache_entries_added=len(ad_mod._COUNTED) - counted0,
+        count_cache_entries_added=len(ad_mod.COUNTED) - counted0,
         blocks=len(blocks), block_structures=len(structs), skipped=len(getattr(blocks, 'skipped', []) or []),
         theories=sorted({f"{type(m.module).__name__}: {m.meta.get('theory', 'stated')}, count {m.checks.get('count') if isinstance(m.checks.get('count'), str) else getattr(m.checks.get('count'), 'n_laws', None)}" for _, m in blocks}),
         keys=len(monitor.h0), families={f: dict(keys=k, entries=e) for f, (k, e) in fam.items()},

@@ -535,7 +535,7 @@ def read_attention(
     laws, rows, controls, both = _attention_laws(L)
     d = L.view(dict(m.named_parameters()))['q'].shape[1]
     return dict(family='attention', f=L.f, inputs=gaussian_inputs(T, d), laws=laws, rows=rows, controls=controls, both=both,
-                expected=_attention_expected(L), meta=L.meta, ref=L.ref)
+                n_laws=_attention_expected(L), meta=L.meta, ref=L.ref)
 
 # %% ../../nbs/07_hf.readers.ipynb #5f4de8f3
 def _sq(W:Tensor, dim:int)->Tensor:
@@ -563,7 +563,7 @@ def read_gated_mlp(
     def laws(P): return {'swiglu': h(P)}
     laws.grad_norms = lambda P: {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
     return dict(family='swiglu', f=f, inputs=gaussian_inputs(m.down_proj.out_features), laws=laws, rows=rows,
-                controls=controls, expected=m.up_proj.out_features, ref=reference_forward(m, Call()),
+                controls=controls, n_laws=m.up_proj.out_features, ref=reference_forward(m, Call()),
                 meta=dict(d=m.down_proj.out_features, d_ff=m.up_proj.out_features, act=type(act).__name__ if act is not None else 'SiLU',
                           biases=[n for n in ('gate_proj', 'up_proj', 'down_proj') if getattr(m, n).bias is not None]))
 
@@ -592,7 +592,7 @@ def read_sequential_mlp(
                                  {'relu': _unit_norms(P, ('2.weight', 0), ('0.weight', 1), ('0.bias', None))})
     def f(p, x): return functional_call(m, p, (x,))
     return dict(family='ffn', f=f, inputs=gaussian_inputs(m[0].in_features), laws=laws, rows=lambda P: {k: v[:, None] for k, v in laws(P).items()},
-                controls=lambda P: {'down_norm': _sq(P['2.weight'], 0)[:, None]}, expected=d1 if act == 'relu' else 0,
+                controls=lambda P: {'down_norm': _sq(P['2.weight'], 0)[:, None]}, n_laws=d1 if act == 'relu' else 0,
                 meta=dict(d=m[0].in_features, d_ff=d1, act=act), ref=reference_forward(m, Call()))
 
 # %% ../../nbs/07_hf.readers.ipynb #c0a11532
@@ -621,7 +621,7 @@ def read_conv1d_mlp(
     bufs = float64_buffers(m)
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
     return dict(family='ffn', f=f, inputs=gaussian_inputs(m.c_fc.weight.shape[0]), laws=laws, rows=lambda P: {k: v[:, None] for k, v in laws(P).items()},
-                controls=lambda P: {'down_norm': _sq(P['c_proj.weight'], 1)[:, None]}, expected=d1 if relu else 0,
+                controls=lambda P: {'down_norm': _sq(P['c_proj.weight'], 1)[:, None]}, n_laws=d1 if relu else 0,
                 meta=dict(d=m.c_fc.weight.shape[0], d_ff=d1, act=act), ref=reference_forward(m, Call()))
 
 # %% ../../nbs/07_hf.readers.ipynb #82d01dfb
@@ -679,7 +679,7 @@ def read_moe(
     expected = (E*d1 + d if not norm else moe_measured_theory(d, d1, E, k_eff, gate)) + d1s
     ref = reference_forward(m, (lambda mod, st, x: functional_call(mod, st, (x,)).reshape(-1)) if ours   # (transformers: its own
                      else Call())                                                               # expert loop, not batched_mm)
-    return dict(family='moe', f=f, inputs=gaussian_inputs(d), laws=h, rows=rows, controls=controls, expected=expected, ref=ref,
+    return dict(family='moe', f=f, inputs=gaussian_inputs(d), laws=h, rows=rows, controls=controls, n_laws=expected, ref=ref,
                 meta=dict(d=d, d_ff=d1, experts=E, top_k=k, norm_topk=norm, gate=gate, shared_d_ff=d1s))
 
 # %% ../../nbs/07_hf.readers.ipynb #81d965de
