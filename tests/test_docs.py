@@ -39,7 +39,7 @@ def test_page_names_follow_nbdev():
     # the reading order: the paper's setting and chapters, its theorem table and proofs before anything beyond the paper,
     # and the engine's internals (numbered first: everything imports them) last
     at = {n: i for i, n in enumerate(names)}
-    assert at['02_engine.count.ipynb'] < at['04_paper.ffn.ipynb'] < at['05_paper.attention.ipynb'] < at['06_paper.moe.ipynb'] < at['08a_theorems.ipynb'] \
+    assert at['03_paper.pde.ipynb'] < at['04_paper.ffn.ipynb'] < at['05_paper.attention.ipynb'] < at['06_paper.moe.ipynb'] < at['08a_theorems.ipynb'] \
         < at['explain/proofs.ipynb'] < at['12c_experiments.ipynb'] < at['07_hf.readers.ipynb'] < at['09c_discovery.found.ipynb'] \
         < at['14a_survey.atlas.ipynb'] < at['00_engine.core.ipynb'] < at['01c_engine.solvers.ipynb'] < at['explain/performance.ipynb']
     assert docs_build.slugify('Flat.flatten') == 'flat.flatten' and docs_build.slugify('count_laws') == 'count_laws'
