@@ -8,6 +8,7 @@ __all__ = ['VERIFY_COLUMNS', 'cmd_verify', 'cmd_demo', 'cmd_train', 'cmd_sweep',
 
 # %% ../nbs/15_cli.ipynb #5af0b4a7
 import argparse, json, math, os, sys
+import conslaw_nb
 from pathlib import Path
 import numpy as np
 import torch
@@ -51,6 +52,10 @@ def _folder_out(flag:str, path):
     if not a.is_dir(): raise ValueError(f"{flag} {path}: {a} is a file, not a folder; choose another path")
 
 # %% ../nbs/15_cli.ipynb #166eba3d
+def _subcommand(sub, name:str, what:str):
+    "A subcommand whose one-line `what` is both its entry in `conslaw --help` and the description of `conslaw NAME --help`"
+    return sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + '.')
+
 VERIFY_COLUMNS = """columns: arch = the architecture; thm = the paper's theorem that states its laws (— : a block beyond the paper, whose
 laws the adapters state); D = parameters; stated = independent laws the theorem states; formula = the theorem's count
 formula at these sizes; measured = the engine's count, D − dim Lie(W)(θ) at a random θ; span-only = D − dim W(θ), what the
@@ -80,7 +85,7 @@ def cmd_verify(args)->int:
     return 0
 
 def _add_verify(sub):
-    v = sub.add_parser('verify', help="reproduce the paper's theory table with the engine")
+    v = _subcommand(sub, 'verify', "reproduce the paper's theory table with the engine")
     v.add_argument('--arch', nargs='+', choices=list(V.ARCHS), metavar='NAME', help=f"rows to run (default all): {', '.join(V.ARCHS)}")
     v.add_argument('--size', type=_at_least(1), default=1, help='multiply every width by this (default 1)')
     v.add_argument('--seed', type=_at_least(0), default=0, help='random seed (default 0)')
@@ -122,7 +127,7 @@ def cmd_demo(args)->int:
     return 0
 
 def _add_demo(sub):
-    d = sub.add_parser('demo', help='the main job on small CPU defaults (what `make demo` runs)')
+    d = _subcommand(sub, 'demo', 'the main job on small CPU defaults (what `make demo` runs)')
     d.add_argument('--out', default='runs/demo', help='output folder (default runs/demo)')
     d.add_argument('--seed', type=_at_least(0), default=0, help='random seed')
     d.add_argument('--device', type=_device, default=None, help='device (default cpu)')
@@ -215,7 +220,7 @@ def _common(p):
     p.add_argument('--set', nargs='*', metavar='FIELD=VALUE', help='model config overrides, e.g. d_model=16 n_layer=1')
 
 def _add_train(sub):
-    t = sub.add_parser('train', help='one training run, recording conservation errors (runs under torchrun)')
+    t = _subcommand(sub, 'train', 'one training run, recording conservation errors (runs under torchrun)')
     _common(t)
     t.add_argument('--optim', default='gd', choices=OPTIMS)
     t.add_argument('--lr', type=float, default=0.1, help='step size τ_0')
@@ -250,7 +255,7 @@ def cmd_sweep(args)->int:
     return 0
 
 def _add_sweep(sub):
-    s = sub.add_parser('sweep', help='learning-rate × seed grid: records, fit.json and figures (resumes)')
+    s = _subcommand(sub, 'sweep', 'learning-rate × seed grid: records, fit.json and figures (resumes)')
     _common(s)
     s.add_argument('--out', required=True, help='output folder')
     s.add_argument('--lrs', type=_floats, default=None, help='comma-separated step sizes')
@@ -292,7 +297,7 @@ def cmd_atlas(args)->int:
     return 0
 
 def _add_atlas(sub):
-    a = sub.add_parser('atlas', help='the law atlas: count formulas of modern blocks, fitted from counts and confirmed beyond the fit')
+    a = _subcommand(sub, 'atlas', 'the law atlas: count formulas of modern blocks, fitted from counts and confirmed beyond the fit')
     which = a.add_mutually_exclusive_group()
     which.add_argument('--block', nargs='+', choices=list(A.ATLAS), metavar='NAME',
                        help=f"blocks to compute (default the quick set: {', '.join(A.QUICK)}); any of {', '.join(A.ATLAS)}")
@@ -330,9 +335,9 @@ def cmd_census(args)->int:
     return 0
 
 def _add_census(sub):
-    c = sub.add_parser('census', help="every conservation law of a model at its real size, from its config.json (no weights)")
+    c = _subcommand(sub, 'census', "every conservation law of a model at its real size, from its config.json (no weights)")
     c.add_argument('config', nargs='*', metavar='CONFIG.json', help='transformers config.json files')
-    c.add_argument('--published', nargs='+', metavar='NAME', help=f"published configs shipped with the package, or all")
+    c.add_argument('--published', nargs='+', metavar='NAME', help=f"published configs shipped with the package ({', '.join(CE.published())}), or all")
     c.add_argument('--model-type', default=None, help='a transformers model_type, with its sizes from --set')
     c.add_argument('--set', nargs='*', metavar='FIELD=VALUE', help='config fields, e.g. hidden_size=64 num_attention_heads=4')
     c.add_argument('--max-params', type=_at_least(1), default=5000, help='outside a formula\'s domain: the largest block counted directly')
@@ -348,8 +353,9 @@ def _add_census(sub):
 
 # %% ../nbs/15_cli.ipynb #8ff2a6ee
 def build_parser()->argparse.ArgumentParser:
-    "The `conslaw` argument parser: verify, demo, train, sweep, atlas, census"
+    "The `conslaw` argument parser: verify, demo, train, sweep, atlas, census; and --version"
     p = argparse.ArgumentParser(prog='conslaw', description='Conservation laws of gradient flows: count, check, monitor')
+    p.add_argument('--version', action='version', version=f'conslaw {conslaw_nb.__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
     for add in (_add_verify, _add_demo, _add_train, _add_sweep, _add_atlas, _add_census): add(sub)
     return p

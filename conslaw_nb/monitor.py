@@ -200,8 +200,8 @@ class ConservationMonitor:
     ):
         t0 = time.perf_counter()
         self.model, self.controls, self.every = _unwrap(model), controls, check_int('every', every, 1)
-        self.blocks = list(_read_blocks(self.model))   # [(module path, adapter)]
-        if not self.blocks: raise ValueError("model: no law-bearing blocks (attention, MLP, MoE or mixer) found by law_blocks")
+        self.blocks = _read_blocks(self.model)         # [(module path, adapter)], a `Blocks`
+        if not self.blocks: raise ValueError(f"model: no law-bearing blocks (attention, MLP, MoE or mixer): {self.blocks.note}")
         self._prefix = [name + '.' if name else '' for name, _ in self.blocks]
         self._found = {name: found_families(a) for name, a in self.blocks if a.meta.get('theory') == 'found'}
         self.optimizer, self.step, self.history = read_optimizer(optimizer), 0, []

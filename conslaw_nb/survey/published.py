@@ -66,10 +66,13 @@ def _load(config_or_model)->tuple:
         src = src.config
     if isinstance(src, (str, Path)):
         p = Path(src)
+        if p.is_dir(): raise ValueError(f"{src} is a folder, not a config file: give the path of the config.json inside it")
         if not p.is_file(): raise ValueError(f"config file {src} does not exist: give the path of a transformers config.json")
         try: src = json.loads(p.read_text())
         except json.JSONDecodeError as e: raise ValueError(f"{src} is not JSON ({e}): give a transformers config.json") from None
     if hasattr(src, 'to_dict') and not isinstance(src, dict): src = src.to_dict()
+    if isinstance(src, list) and isinstance(config_or_model, (str, Path)):
+        raise ValueError(f"{config_or_model} holds a JSON list, not a config: give a transformers config.json (one object with a 'model_type')")
     if not isinstance(src, dict): raise TypeError(f"`config_or_model` must be a config.json path, a dict, a transformers config or model, "
                                                   f"got {type(config_or_model).__name__}")
     cfg, notes = dict(src), []
@@ -104,7 +107,26 @@ def sizes_of(model_type:str, cfg:dict)->dict:
         if 'H_kv' in s:
             if s['H'] % s['H_kv']: raise ValueError(f"{model_type} config: {s['H']} heads are not a multiple of the {s['H_kv']} key/value heads")
             s['G'] = s['H'] // s['H_kv']
+    _check_layout(model_type, cfg, s)
     return s
+
+def _check_layout(model_type:str, cfg:dict, s:dict):
+    "Refuse, by the key and with the fix, what transformers would refuse later or what has no meaning: top-k, RoPE's pairs, the activation"
+    fam = MODEL_TYPES[model_type]
+    if 'k' in s and 'E' in s and s['k'] > s['E']:
+        raise ValueError(f"{model_type} config: {fam.keys['k']} = {s['k']} is more than the {s['E']} experts ({fam.keys['E']}): "
+                         f"top-k must be between 1 and the number of experts")
+    rot = int(s.get('d_k', 0) * cfg.get('partial_rotary_factor', 1.0))
+    if ('rope_theta' in cfg or 'rope_scaling' in cfg) and rot % 2:
+        how = '' if cfg.get('head_dim') else f" = hidden_size {s['d']} / {s['H']} heads"
+        raise ValueError(f"{model_type} config: the rotary dimension is {rot} (head size {s['d_k']}{how}), odd: RoPE rotates pairs of "
+                         "dimensions; choose sizes that give an even head size")
+    act = cfg.get('hidden_act', cfg.get('activation_function'))
+    if isinstance(act, str):
+        from transformers.activations import ACT2FN
+        if act not in ACT2FN:
+            raise ValueError(f"{model_type} config: hidden_act = {act!r} is not an activation transformers knows: use one of "
+                             f"{', '.join(sorted(k for k in ACT2FN if k in ('gelu', 'gelu_new', 'gelu_pytorch_tanh', 'relu', 'silu', 'swish')))}, ...")
 
 # %% ../../nbs/14b_survey.published.ipynb #7c34b178
 CONFIGS = Path(conslaw_nb.__file__).parent/'configs'   # published configs shipped with the package (sizes typed from their config.json)
