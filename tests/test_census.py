@@ -9,7 +9,8 @@ from torch.func import functional_call
 
 transformers = pytest.importorskip('transformers')
 transformers.logging.set_verbosity_error()
-from conslaw_nb.survey.published import census, published, whole_law, sizes_of, _load, CONFIGS   # noqa: E402
+from conslaw_nb.survey.published import census, whole_law   # noqa: E402
+from conslaw_nb.survey.families import published, sizes_of, load_config, CONFIGS   # noqa: E402
 from conslaw_nb.engine.count import count_laws   # noqa: E402
 from conslaw_nb.engine.core import random_params   # noqa: E402
 from conslaw_nb.survey.atlas import atlas_count   # noqa: E402
@@ -61,7 +62,7 @@ def test_gpt2_rows_and_a_held_out_twin():
 def test_whole_model_held_out(llama):
     """The whole-model formula (fitted at L = 1, 2) equals the engine on a Llama causal LM of 4 layers and width 8 counted here (at width 4
     the engine's rank decision at that depth is ambiguous), and the cross-block term is 2d per layer + d"""
-    w = whole_law('llama', _load(published()['llama-3-8b'])[1])
+    w = whole_law('llama', load_config(published()['llama-3-8b'])[1])
     assert w.fit.verdict in ('confirmed', 'undecided') and not [r for r in w.fit.rows if r['match'] is False]
     L_, d = __import__('sympy').symbols('L d', positive=True, integer=True)
     assert __import__('sympy').simplify(w.cross - (2*L_*d + d)) == 0
@@ -90,7 +91,7 @@ def test_deepseek_group_limited_moe_formula():
     """DeepSeek-V3's MoE (routing limited to 4 of 8 groups): a formula from twins that route over 2 groups, whose value at a twin no fit,
     domain or grouping check used equals the engine's count and one law per expert unit, (E + S)·d_e; inside its domain at the config"""
     from conslaw_nb.survey.published import block_groups, block_law, _twin_model, sizes_of
-    mt, cfg, _ = _load(published()['deepseek-v3'])
+    mt, cfg, _ = load_config(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[-1]
     l = block_law(mt, cfg, g)
     assert g.cls == 'DeepseekV3MoE' and l.expr is not None and l.fit.verdict == 'confirmed', l.reason
@@ -130,7 +131,7 @@ def test_published_configs_ship_with_the_package(tmp_path):
     names = set(published())
     assert {'llama-3-8b', 'llama-3-70b', 'mistral-7b', 'mixtral-8x7b', 'qwen2.5-7b', 'qwen3-30b-a3b', 'gemma-2-9b', 'gemma-3-12b',
             'phi-3-mini', 'gpt2', 'gpt2-xl', 'bert-base', 'vit-b-16', 'olmo-2-7b', 'deepseek-v3'} <= names
-    for n, p in published().items(): sizes_of(*_load(p)[:2])
+    for n, p in published().items(): sizes_of(*load_config(p)[:2])
     r = subprocess.run([sys.executable, '-m', 'pip', 'wheel', str(ROOT), '--no-deps', '--no-build-isolation', '-w', str(tmp_path), '-q'],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -167,7 +168,7 @@ def test_bert_rows_and_a_held_out_twin():
 def test_deepseek_mla_formula_at_a_new_twin():
     "DeepSeek-V3's MLA gets a formula in its 7 sizes with a domain; it equals the engine's count at a twin no fit or check used"
     from conslaw_nb.survey.published import block_groups, block_law, _twin_model
-    mt, cfg, _ = _load(published()['deepseek-v3'])
+    mt, cfg, _ = load_config(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[0]
     l = block_law(mt, cfg, g)
     assert g.cls == 'DeepseekV3Attention' and l.expr is not None and l.domain.inequalities is not None and l.fit.verdict == 'confirmed'
@@ -206,7 +207,7 @@ def test_own_grouping_refuses_a_formula_the_config_grouping_misses():
     "The check at DeepSeek-V3's own grouping (8 groups, 4 chosen) can fail: a formula one off the engine's 17 there gets no number"
     import sympy as sp
     from conslaw_nb.survey.published import block_groups, BlockLaw, _own_grouping
-    mt, cfg, _ = _load(published()['deepseek-v3'])
+    mt, cfg, _ = load_config(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[-1]
     E, S, d_e = sp.symbols('E S d_e', positive=True, integer=True)
     out = _own_grouping(mt, cfg, g, BlockLaw(mt, g.cls, g.layer_kind, ('d', 'd_e', 'E', 'k', 'S'), d_e*(E + S) + 1, None, 'inferred', '', []))
