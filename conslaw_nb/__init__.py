@@ -16,7 +16,7 @@ Watch them while training
     ConservationCallback  the same under the transformers `Trainer` (a `TrainerCallback`; needs transformers)
 
 Check the paper
-    verify                every architecture of the paper: the laws it states against the engine's count
+    verify                every architecture of the paper: the laws it states against the engine's count, one `ArchCheck` each
 
 Housekeeping
     clear_caches          forget what was established once per structure or family (checks, twin counts, formulas)
@@ -30,7 +30,7 @@ _WHERE = {  # the front door: name -> the module that defines it
     'count_laws': 'engine.count', 'LawCount': 'engine.count', 'check_laws': 'engine.checks', 'LawCheck': 'engine.checks',
     'find_laws': 'discovery.found', 'Laws': 'discovery.lawtext', 'law_blocks': 'discovery.found', 'Blocks': 'discovery.found',
     'adapt': 'hf.adapters', 'Adapted': 'hf.adapters', 'census': 'survey.published', 'Census': 'survey.published',
-    'ConservationMonitor': 'monitor', 'ConservationCallback': 'monitor', 'verify': 'theorems'}
+    'ConservationMonitor': 'monitor', 'ConservationCallback': 'monitor', 'verify': 'theorems', 'ArchCheck': 'theorems'}
 __all__ = list(_WHERE) + ['clear_caches']
 
 def __getattr__(name):

@@ -58,10 +58,10 @@ def _subcommand(sub, name:str, what:str):
 
 VERIFY_COLUMNS = """columns: arch = the architecture; thm = the paper's theorem that states its laws (— : a block beyond the paper, whose
 laws the adapters state); D = parameters; stated = independent laws the theorem states; formula = the theorem's count
-formula at these sizes; measured = the engine's count, D − dim Lie(W)(θ) at a random θ; span-only = D − dim W(θ), what the
-gradients alone would claim without brackets; max|<∇h,∇f>| = the stated laws' largest relative orthogonality to the
-model's gradients (a law gives rounding, ~1e-16); verdict = whether the stated laws are all of them; gap = the
-singular-value gap of the weakest rank decision behind the count; s = seconds"""
+formula at these sizes; measured = the engine's count of laws (n_laws in --json), D − dim Lie(W)(θ) at a random θ;
+span-only = D − dim W(θ), what the gradients alone would claim without brackets; max|<∇h,∇f>| = the stated laws' largest
+relative orthogonality to the model's gradients (a law gives rounding, ~1e-16); verdict = whether the stated laws are
+all of them; gap = the singular-value gap of the weakest rank decision behind the count; s = seconds"""
 
 def cmd_verify(args)->int:
     "Print the verification table and what its columns mean; optionally write JSON and a figure"
@@ -80,7 +80,7 @@ def cmd_verify(args)->int:
         fig.savefig(args.figure, dpi=120)
         plt.close(fig)
         print(f"wrote {args.figure}")
-    bad = [r['arch'] for r in rows if r['status'] != 'ok']
+    bad = [r.arch for r in rows if r.status != 'ok']
     if bad: print(f"ambiguous rank decisions: {', '.join(bad)}", file=sys.stderr)
     return 0
 

@@ -85,9 +85,10 @@ class FoundFamily:
 
 def found_families(a)->list:
     "The `FoundFamily`s of a block with found laws (`a.meta['theory'] == 'found'`), in the order its laws come"
-    if not hasattr(a.laws, 'laws') or not len(a.laws): return []
-    A, fams = a.laws.laws[0].ansatz, {}
-    for l in a.laws.laws:
+    L = a.laws.found
+    if L is None or not len(L): return []
+    A, fams = L.laws[0].ansatz, {}
+    for l in L.laws:
         nz = l.coef.nonzero()[:, 0].tolist()
         ps, ds = set(), set()
         for c in nz:
@@ -109,7 +110,7 @@ def found_families(a)->list:
 def _found_eval(a, fams:list, Q:dict, controls:bool=True, scale:bool=False, quad:bool=False)->dict:
     "kind -> rows (n, 1) of each found family on the float64 block params `Q`; `scale`: the sum of |coef|·|monomial| instead"
     if not fams: return {}
-    A = a.laws.laws[0].ansatz
+    A = a.laws.found.laws[0].ansatz
     th = A.flat.flatten(Q)
     V = A.values(th.abs() if scale else th)
     out = {}

@@ -26,7 +26,7 @@ class Entry:
     build: Callable      # kind 'problem': size -> `Problem`; 'module': size -> (module, kwargs for `adapt`); 'config': () -> config fields
     kind: str = 'problem'  # what `build` returns (the atlas's blocks: 'sizes', build(**sizes) -> (f, shapes, sample_inputs))
     tags: tuple = ()     # the lists it is on: 'verify', 'paper', 'module', 'transformers', 'speed', 'width-check', 'decoder', ...
-    theory: object = None  # the count theory states, a formula in the sizes (str); None: the build states it (`Problem.stated`, `expected`)
+    theory: object = None  # the count theory states, a formula in the sizes (str); None: the build states it (`Problem.stated`, `Adapted.n_laws`)
     page: str = ''       # the page of the docs that derives its laws
     theorem: str = ''    # the paper's theorem it illustrates ('' beyond the paper)
 

@@ -1,6 +1,6 @@
 """A catalogue of bad inputs for the public functions: each raises a ValueError (or TypeError) that names the problem,
 before heavy work. The command line's bad invocations (this file's former CLI list among them) are in
-tests/test_cli_catalogue.py: one line on stderr, a non-zero exit, no traceback."""
+tests/test_cli.py: one line on stderr, a non-zero exit, no traceback."""
 import pytest
 import torch
 from torch import nn

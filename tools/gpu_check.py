@@ -30,8 +30,8 @@ def checks(device:str, quick:bool)->list:
 
 def registry(device:str, quick:bool)->list:
     "`conslaw verify`'s rows on `device`: the dense path on the GPU, every architecture's verdict"
-    keep = ('arch', 'n_params', 'stated', 'formula', 'measured', 'verdict', 'status', 'seconds')
-    return [{k: r[k] for k in keep} for r in verify(['swiglu', 'mha-rope'] if quick else None, device=device)]
+    keep = ('arch', 'n_params', 'stated', 'formula', 'n_laws', 'verdict', 'status', 'seconds')
+    return [{k: getattr(r, k) for k in keep} for r in verify(['swiglu', 'mha-rope'] if quick else None, device=device)]
 
 def in_process(d:int, device:str, methods, limit_s:float)->dict:
     "`decoder_row` in a fresh process, stopped after `limit_s` seconds (the widest count may run past any sensible limit)"

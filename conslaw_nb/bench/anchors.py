@@ -16,7 +16,7 @@ from ..engine.core import (as_functional, Flat, random_params, draw_inputs, outp
 from ..engine.rank import rank_decision
 from torch.func import vmap, vjp, jvp
 from ..engine.count import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, bracket_scale, law_norms
-from ..engine.checks import law_fn
+from ..engine.checks import LawVector
 from ..paper.ffn import swiglu_problem
 from ..paper.attention import mha_problem
 from ..experiments.models import build_model

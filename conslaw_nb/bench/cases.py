@@ -21,7 +21,7 @@ from ..engine.core import (as_functional, Flat, random_params, draw_inputs, outp
 from ..engine.rank import rank_decision
 from torch.func import vmap, vjp, jvp
 from ..engine.count import count_laws, check_laws, laws_rank, jacobian_rows, bracket_terms, bracket_scale, law_norms
-from ..engine.checks import law_fn
+from ..engine.checks import LawVector
 from ..paper.ffn import swiglu_problem
 from ..paper.attention import mha_problem
 from ..experiments.models import build_model
@@ -436,7 +436,7 @@ def direct_rates(
     out, back = vjp(lambda t: vmap(flat_model(fn, flat), in_dims=(None, 0))(t, X), th)
     U = torch.randn(n_losses, *out.shape, generator=g, dtype=torch.float64).to(out)
     gL = vmap(lambda u: back(u)[0])(U)                                          # (n_losses, D): the losses' gradients
-    hv = law_fn(h, flat)
+    hv = LawVector(h, flat)
     rates = vmap(lambda r: jvp(hv, (th,), (r,))[1])(gL)                         # (n_losses, L)
     gn = law_norms(hv, th, flat=flat)                                           # ‖∇h_j‖, as the check computes them
     rel = rates.abs() / (gL.norm(dim=1)[:, None]*gn[None]).clamp_min(torch.finfo(dtype).tiny)

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['LOOKED_FOR', 'TINY_CONFIGS', 'NOT_LAYOUT', 'CARRIED', 'check_count_kw', 'find_laws', 'LawMatch', 'compare_laws',
-           'adapt_found', 'ChainedMLP', 'LooseMLP', 'transformer_blocks', 'Blocks', 'law_blocks', 'tiny_transformer',
-           'twin_grid', 'block_sizes', 'twin_config', 'twin_block', 'block_call', 'carry_templates', 'carry_found']
+           'param_norms', 'adapt_found', 'ChainedMLP', 'LooseMLP', 'transformer_blocks', 'Blocks', 'law_blocks',
+           'tiny_transformer', 'twin_grid', 'block_sizes', 'twin_config', 'twin_block', 'block_call', 'carry_templates',
+           'carry_found']
 
 # %% ../../nbs/09c_discovery.found.ipynb #290411df
 import dataclasses, inspect, time
@@ -82,7 +83,7 @@ def find_laws(
         o = ck.pop('options', None) or {}  # find_laws' dtype goes into the count's options
         o = dataclasses.replace(o, dtype=dtype) if dataclasses.is_dataclass(o) else {**o, 'dtype': dtype}
         out.count = count_laws(fn, params, sample_inputs, seed=seed, loss=loss, options=o, **ck)
-    if laws: out.check = check_laws(out, fn, params, sample_inputs, seed=seed + 7, dtype=dtype, loss=loss)
+    if laws: out.law_check = check_laws(out, fn, params, sample_inputs, seed=seed + 7, dtype=dtype, loss=loss)
     out.seconds = time.perf_counter() - t0
     return out
 
@@ -121,8 +122,9 @@ from torch import nn
 from ..engine.core import law_tol, exact_ops
 from ..engine.core import gaussian_inputs
 from ..hf.readers import hf_call, reference_forward, float64_params, float64_buffers, batched_experts, reader_of
-from ..hf.adapters import (Adapted, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, FOUND_HINT, check_eval,
-                                 probe_dtype, forward_gap)
+from ..engine.checks import LawSet
+from ..hf.adapters import (Adapted, BlockCheck, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, FOUND_HINT,
+                                 check_eval, probe_dtype, forward_gap)
 
 # %% ../../nbs/09c_discovery.found.ipynb #d1b10002
 _SEQUENCE = ('attention', 'mixer')   # kinds of block evaluated on whole sequences; 'mlp' blocks go token by token
@@ -153,15 +155,21 @@ def _found_call(module:nn.Module, kind:str, call, seq_len:int, name:str)->Call:
     return _token_call(call, name) if kind == 'mlp' and call.T is not None else call
 
 # %% ../../nbs/09c_discovery.found.ipynb #d1b1002b
+_FOUND_SAMPLES = 64   # inputs the check of found laws draws
+
+def param_norms(P:dict)->dict:
+    "The control of a block with found or carried laws: each parameter's squared norm (not conserved), one row each"
+    return {'param_norm': torch.stack([v.pow(2).sum() for v in P.values()])[:, None]}
+
 def adapt_found(
     module:nn.Module,            # any block
     seq_len:int=4,               # T for a sequence block (attention)
     kind:str=None,               # 'attention' or 'mixer' (sequences), 'mlp' (token by token); None: from the class name
     call:Call=None,              # how its model calls it (`capture_calls`); None: a transformers block's own model, or hidden states alone
-    count_max_D:int=COUNT_MAX_D, # largest D counted (the count is what `expected` states)
+    count_max_D:int=COUNT_MAX_D, # largest D counted (the count is what `n_laws` states)
     seed:int=0,                  # seeds the count, the search and the check
 )->Adapted:
-    "Any block as its model calls it: the engine's count as `expected`, the laws `find_laws` names, each checked"
+    "Any block as its model calls it: the engine's count as `n_laws`, the laws `find_laws` names, each checked"
     if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
     name, kind = type(module).__name__, kind or _kind_of('', module) or 'mlp'
     if kind not in (*_SEQUENCE, 'mlp'): raise ValueError(f"`kind` must be 'attention', 'mixer', 'mlp' or None, got {kind!r}")
@@ -182,17 +190,16 @@ def adapt_found(
     if c.status != 'ok': raise ValueError(f"{name}: the engine's count is ambiguous ({c.reason}): nothing is stated")
     L = find_laws(f, params, inputs, seed=seed, count=False) if c.n_laws else None
     laws = L if L else (lambda P: {'(no laws)': next(iter(P.values())).new_zeros(0)})
-    k = check_laws(laws, f, params, inputs, seed=seed + 3) if L else None
+    k = check_laws(laws, f, params, inputs, n_samples=_FOUND_SAMPLES, seed=seed + 3) if L else None
     if k is not None and not k.max_rel <= law_tol():
         raise ValueError(f"{name}: the laws find_laws named do not hold on fresh inputs (largest relative <∇h, ∇f> = {k.max_rel:.1e})")
     n = len(L) if L else 0
     def rows(P): return {'found': torch.cat([v.reshape(-1) for v in laws(P).values()])[:, None]}
-    def controls(P): return {'param_norm': torch.stack([v.pow(2).sum() for v in P.values()])[:, None]}
     meta = dict(theory='found', counted=c.n_laws, found=n, laws=[g.expr for g in L.groups] if L else [], T=call.T, d=call.d,
                 arguments=sorted(k_ for k_, v in call.kwargs.items() if v is not None))
     if n < c.n_laws: meta['not_found'] = f"{c.n_laws - n} of the {c.n_laws} laws counted are not polynomial of degree ≤ 2 (find_laws)"
-    return Adapted(kind, module, f, params, inputs, laws, c.n_laws, meta, rows, controls,
-                   checks={'forward': rel, 'laws': k.max_rel if k is not None else 0., 'count': c})
+    checked = BlockCheck(rel, k.max_rel if k is not None else 0., _FOUND_SAMPLES if k is not None else None, c)   # no laws: none fails
+    return Adapted(kind, module, f, params, inputs, LawSet(laws, rows, param_norms, found=L or None), c.n_laws, meta, checked)
 
 # %% ../../nbs/09c_discovery.found.ipynb #d1b10003
 class ChainedMLP(nn.Module):
@@ -272,7 +279,7 @@ class Blocks(list):
         super().__init__(items)
         self.skipped, self.note = list(skipped), note
     def __repr__(self):
-        s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated' if a.checks else 'unchecked')}, {a.n_laws} laws" for p, a in self)
+        s = '\n'.join(f"  {p}: {_block_name(a.module)} {a.family}, {a.meta.get('theory', 'stated' if a.checked is not None else 'unchecked')}, {a.n_laws} laws" for p, a in self)
         return (f"{len(self)} blocks\n{s}" + (f"\nskipped:\n" + '\n'.join(f"  {p}: {r}" for p, r in self.skipped) if self.skipped else '')
                 + (f"\n{self.note}" if self.note else ''))
 
@@ -485,7 +492,7 @@ def _twins(model, path, block, kind, seq_len, progress)->tuple:
         _same_heads(m, s.get('H', s.get('G', 1)*s.get('H_kv', 1)) if kind == 'attention' else None)
         try: a = adapt_found(m, seq_len, kind, call, count_max_D=10**5)
         except ValueError as e: raise ValueError(f"on its twin at {s}: {e}") from None
-        fams, left = law_families(a.laws.laws) if hasattr(a.laws, 'laws') else ([], [])
+        fams, left = law_families(a.laws.found.laws) if a.laws.found is not None else ([], [])
         out.append((s, fams, a.meta['counted'], a.meta['found'], left))
     return vars_, out, len(pts) - len(held)
 
@@ -549,14 +556,13 @@ def carry_found(
         raise ValueError(f"{type(m).__name__}: the carried families do not fit its parameters at {sizes}")
     exprs = [template_expr(t) for t in T]
     def laws(P): return {e: family_values(f, P, norms=False)[0].reshape(-1) for f, e in zip(fams, exprs)} if fams else {'(no laws)': P[next(iter(P))].new_zeros(0)}
-    laws.grad_norms = lambda P: {e: family_values(f, P)[1].reshape(-1) for f, e in zip(fams, exprs)}
+    def norms(P): return {e: family_values(f, P)[1].reshape(-1) for f, e in zip(fams, exprs)}
     deg = [2 if any(cl.kind in ('row', 'col', 'vec') for cl in f.sig) else 1 for f in fams]
     def rows(P):                                          # per family: a sym family's Gram entries per block g (a row each, as Eq. 10
         vals = [family_values(f, P, norms=False)[0] for f in fams]     # groups a head's matrix law), a diag family's laws one per row
         return {f'carried{k}:{j}': v if f.kind == 'sym' else v.reshape(-1, 1) for j, (f, v, k) in enumerate(zip(fams, vals, deg))}
-    a = _carried_adapted(m, kind, call, params, laws, sum(f.n for f in fams), exprs=exprs, entry=entry, sizes=sizes)
-    a.rows = rows
-    return a
+    laws_ = LawSet(laws, rows, param_norms, grad_norms=norms)
+    return _carried_adapted(m, kind, call, params, laws_, sum(f.n for f in fams), exprs=exprs, entry=entry, sizes=sizes)
 
 # %% ../../nbs/09c_discovery.found.ipynb #ca11a007
 def _carried_adapted(m, kind, call, params, laws, n, *, exprs, entry, sizes)->Adapted:
@@ -577,9 +583,8 @@ def _carried_adapted(m, kind, call, params, laws, n, *, exprs, entry, sizes)->Ad
         if not k.max_rel <= law_tol():
             raise ValueError(f"{type(m).__name__}: the laws carried from its twins do not hold at its width (largest relative <∇h, ∇f> = {k.max_rel:.1e})")
         entry[2] = k.max_rel
-    def controls(P): return {'param_norm': torch.stack([v.pow(2).sum() for v in P.values()])[:, None]}
     meta = dict(theory='carried', laws=exprs, sizes={k_: v for k_, v in sizes.items() if v is not None},
                 twins=[(s, counted) for s, _, counted, *_ in tw], T=call.T, d=call.d)
     count = (f"not run at D = {D}: on each of its {len(tw)} twins (sizes {', '.join(map(str, [s for s, *_ in tw]))}) the laws found are "
              f"all the engine counts, and the families fitted on the grid give every count, held-out twins included")
-    return Adapted(kind, m, f, params, inputs, laws, n, meta, None, controls, checks={'forward': rel, 'laws': entry[2] or 0., 'count': count})
+    return Adapted(kind, m, f, params, inputs, laws, n, meta, BlockCheck(rel, entry[2] or 0., how='count ' + count))

@@ -400,7 +400,7 @@ class Laws:
     gap: float              # singular-value gap of the null-space rank decision
     status: str             # 'ok' or 'ambiguous'
     count: Optional[LawCount] = None   # `count_laws` at the same point
-    check: object = None    # `check_laws` of the laws found, on fresh inputs
+    law_check: object = None  # `check_laws` of the laws found, on fresh inputs
     seconds: float = 0.
     def __len__(self): return len(self.laws)
     def __iter__(self): return iter(self.laws)
@@ -424,6 +424,6 @@ class Laws:
     def __repr__(self):
         head = (f"{len(self)} independent laws ({self.n_linear} linear, {len(self)-self.n_linear} quadratic); "
                 f"ansatz={self.ansatz!r}, D={self.n_params}, unknowns={self.n_unknowns}, gap={self.gap:.1e}, status={self.status!r}")
-        chk = f"\ncheck_laws max_rel={self.check.max_rel:.1e}" if self.check is not None else ''
+        chk = f"\ncheck_laws max_rel={self.law_check.max_rel:.1e}" if self.law_check is not None else ''
         lines = [f"  [{len(g):>3}] {g.expr}" for g in self.groups]
         return '\n'.join([head] + lines) + chk + f"\n{self.verdict}"

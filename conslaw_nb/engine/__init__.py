@@ -4,10 +4,10 @@ gap), `rows` (Jacobian and bracket rows), `regions` (piecewise-linear models), `
 a model), `count` (`count_laws`), `problem` (a problem and its verdict), `symbolic` (exact checks with sympy), `flow`
 (gradient flow and descent)."""
 from .rank import RankDecision, AmbiguousRankError, rank_decision
-from .checks import LawCheck, check_laws, laws_rank
+from .checks import LawSet, LawCheck, check_laws, laws_rank
 from .count import LawCount, CountOptions, count_laws
 from .problem import Problem, Completeness, completeness
 from .flow import gradient_flow, gradient_descent
 
-__all__ = ['count_laws', 'LawCount', 'CountOptions', 'check_laws', 'LawCheck', 'laws_rank', 'rank_decision', 'RankDecision',
+__all__ = ['count_laws', 'LawCount', 'CountOptions', 'check_laws', 'LawCheck', 'LawSet', 'laws_rank', 'rank_decision', 'RankDecision',
            'AmbiguousRankError', 'Problem', 'Completeness', 'completeness', 'gradient_flow', 'gradient_descent']

@@ -21,12 +21,12 @@ class Completeness:
     "Are the candidate laws all the laws? Orthogonal, independent, and as many as D − dim Lie(W)"
     verdict: str          # 'complete', 'incomplete', 'not conserved', 'inconsistent' or 'ambiguous'
     count: LawCount       # the engine's count
-    check: LawCheck       # orthogonality of the candidates
+    law_check: LawCheck   # orthogonality of the candidates
     rank: RankDecision    # independence of the candidates
     tol: float            # orthogonality tolerance used
     def __repr__(self):
         return (f"Completeness({self.verdict!r}: {self.rank.rank} independent candidate laws vs {self.count.n_laws} counted, "
-                f"max_rel={self.check.max_rel:.1e}, count gap={self.count.gap:.1e}, rank gap={self.rank.gap:.1e})")
+                f"max_rel={self.law_check.max_rel:.1e}, count gap={self.count.gap:.1e}, rank gap={self.rank.gap:.1e})")
 
 # %% ../../nbs/02a_engine.problem.ipynb #a2b0c1d6
 def completeness(

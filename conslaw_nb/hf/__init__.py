@@ -2,6 +2,6 @@
 of PyTorch and Hugging Face transformers) and `adapters` (`adapt`: a block with the laws the theory states for exactly its
 configuration, checked, and the structure checks kept between runs)."""
 from .readers import NotStated, READERS, capture_calls
-from .adapters import adapt, Adapted, init_generic, STRUCTURES
+from .adapters import adapt, Adapted, BlockCheck, STATUSES, init_generic, STRUCTURES
 
-__all__ = ['adapt', 'Adapted', 'NotStated', 'READERS', 'capture_calls', 'init_generic', 'STRUCTURES']
+__all__ = ['adapt', 'Adapted', 'BlockCheck', 'STATUSES', 'NotStated', 'READERS', 'capture_calls', 'init_generic', 'STRUCTURES']

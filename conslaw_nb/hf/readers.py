@@ -17,6 +17,7 @@ import torch
 from torch import nn, Tensor
 from torch.func import functional_call
 from ..engine.core import exact_ops, gaussian_inputs, causal_mask
+from ..engine.checks import LawSet
 from ..paper.blocks import Attention, SwiGLU, MoE, check_router
 from ..paper.ffn import swiglu_laws_fn, is_hf_mlp
 from ..paper.moe import moe_laws_fn, moe_measured_theory
@@ -274,8 +275,8 @@ def _bb(b, h): return 0. if b is None else b.view(h, -1)**2      # a bias's squa
 
 # %% ../../nbs/07_hf.readers.ipynb #2fbf44cf
 def _attention_laws(L:Layout):
-    """laws(P), rows(P), controls(P), both(P) = (rows, controls) from one pass, and laws.grad_norms(P) (‖∇h_j‖ in closed form)
-    of attention in the layout `L`. A bias enters as one more input row of its head, Gram(M) + b bᵀ, formed without copying
+    """The `LawSet` of attention in the layout `L`: laws(P), rows(P), controls(P), both(P) = (rows, controls) from one pass, and
+    grad_norms(P) (‖∇h_j‖ in closed form). A bias enters as one more input row of its head, Gram(M) + b bᵀ, formed without copying
     M; the controls are the traces of the bias-free Grams"""
     V, H, Hkv, rope, qknorm, k_bias, offset = L.view, L.heads, L.kv_heads, L.rope, L.qknorm, L.k_bias, L.offset
     kb = rope or qknorm is not None                          # the key bias joins K's rows (else it has laws of its own)
@@ -314,8 +315,7 @@ def _attention_laws(L:Layout):
     def both(P):
         s = parts(P)
         return to_rows(of(s)), ctrl(s)
-    laws.grad_norms = lambda P: _attention_grad_norms(L, P)
-    return laws, (lambda P: to_rows(laws(P))), (lambda P: ctrl(parts(P))), both
+    return LawSet(laws, lambda P: to_rows(laws(P)), lambda P: ctrl(parts(P)), both, lambda P: _attention_grad_norms(L, P))
 
 # %% ../../nbs/07_hf.readers.ipynb #2fbf44cd
 def _attention_grad_norms(L:Layout, P:dict)->dict:
@@ -532,9 +532,8 @@ def read_attention(
     L = read(m, T, causal, call)
     if L.rope and L.dk % 2: raise ValueError(f"head_dim = {L.dk} is odd: RoPE needs an even head width")
     if L.qknorm is not None and not L.rope: raise ValueError("q/k normalization without RoPE is not supported")
-    laws, rows, controls, both = _attention_laws(L)
     d = L.view(dict(m.named_parameters()))['q'].shape[1]
-    return dict(family='attention', f=L.f, inputs=gaussian_inputs(T, d), laws=laws, rows=rows, controls=controls, both=both,
+    return dict(family='attention', f=L.f, inputs=gaussian_inputs(T, d), laws=_attention_laws(L),
                 n_laws=_attention_expected(L), meta=L.meta, ref=L.ref)
 
 # %% ../../nbs/07_hf.readers.ipynb #5f4de8f3
@@ -561,9 +560,9 @@ def read_gated_mlp(
     def rows(P): return {'swiglu': h(P)[:, None]}
     def controls(P): return {'down_norm': _sq(P['down_proj.weight'], 0)[:, None]}
     def laws(P): return {'swiglu': h(P)}
-    laws.grad_norms = lambda P: {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
-    return dict(family='swiglu', f=f, inputs=gaussian_inputs(m.down_proj.out_features), laws=laws, rows=rows,
-                controls=controls, n_laws=m.up_proj.out_features, ref=reference_forward(m, Call()),
+    def norms(P): return {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
+    return dict(family='swiglu', f=f, inputs=gaussian_inputs(m.down_proj.out_features), laws=LawSet(laws, rows, controls, grad_norms=norms),
+                n_laws=m.up_proj.out_features, ref=reference_forward(m, Call()),
                 meta=dict(d=m.down_proj.out_features, d_ff=m.up_proj.out_features, act=type(act).__name__ if act is not None else 'SiLU',
                           biases=[n for n in ('gate_proj', 'up_proj', 'down_proj') if getattr(m, n).bias is not None]))
 
@@ -588,11 +587,12 @@ def read_sequential_mlp(
         if act != 'relu': return {'none': P['0.weight'].new_zeros(0)}
         h = P['2.weight'].pow(2).sum(0) - P['0.weight'].pow(2).sum(1)
         return {'relu': h - P['0.bias']**2 if '0.bias' in P else h}
-    laws.grad_norms = lambda P: ({'none': P['0.weight'].new_zeros(0)} if act != 'relu' else
-                                 {'relu': _unit_norms(P, ('2.weight', 0), ('0.weight', 1), ('0.bias', None))})
+    def norms(P): return ({'none': P['0.weight'].new_zeros(0)} if act != 'relu' else
+                          {'relu': _unit_norms(P, ('2.weight', 0), ('0.weight', 1), ('0.bias', None))})
+    def controls(P): return {'down_norm': _sq(P['2.weight'], 0)[:, None]}
     def f(p, x): return functional_call(m, p, (x,))
-    return dict(family='ffn', f=f, inputs=gaussian_inputs(m[0].in_features), laws=laws, rows=lambda P: {k: v[:, None] for k, v in laws(P).items()},
-                controls=lambda P: {'down_norm': _sq(P['2.weight'], 0)[:, None]}, n_laws=d1 if act == 'relu' else 0,
+    return dict(family='ffn', f=f, inputs=gaussian_inputs(m[0].in_features), laws=LawSet(laws, controls=controls, grad_norms=norms),
+                n_laws=d1 if act == 'relu' else 0,
                 meta=dict(d=m[0].in_features, d_ff=d1, act=act), ref=reference_forward(m, Call()))
 
 # %% ../../nbs/07_hf.readers.ipynb #c0a11532
@@ -616,12 +616,13 @@ def read_conv1d_mlp(
     def laws(P):                                             # Conv1D: unit i reads column i of c_fc, writes row i of c_proj
         if not relu: return {'none': P['c_proj.weight'].new_zeros(0)}
         return {'relu': P['c_proj.weight'].pow(2).sum(1) - P['c_fc.weight'].pow(2).sum(0) - P['c_fc.bias']**2}
-    laws.grad_norms = lambda P: ({'none': P['c_proj.weight'].new_zeros(0)} if not relu else
-                                 {'relu': _unit_norms(P, ('c_proj.weight', 1), ('c_fc.weight', 0), ('c_fc.bias', None))})
+    def norms(P): return ({'none': P['c_proj.weight'].new_zeros(0)} if not relu else
+                          {'relu': _unit_norms(P, ('c_proj.weight', 1), ('c_fc.weight', 0), ('c_fc.bias', None))})
+    def controls(P): return {'down_norm': _sq(P['c_proj.weight'], 1)[:, None]}
     bufs = float64_buffers(m)
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
-    return dict(family='ffn', f=f, inputs=gaussian_inputs(m.c_fc.weight.shape[0]), laws=laws, rows=lambda P: {k: v[:, None] for k, v in laws(P).items()},
-                controls=lambda P: {'down_norm': _sq(P['c_proj.weight'], 1)[:, None]}, n_laws=d1 if relu else 0,
+    return dict(family='ffn', f=f, inputs=gaussian_inputs(m.c_fc.weight.shape[0]), laws=LawSet(laws, controls=controls, grad_norms=norms),
+                n_laws=d1 if relu else 0,
                 meta=dict(d=m.c_fc.weight.shape[0], d_ff=d1, act=act), ref=reference_forward(m, Call()))
 
 # %% ../../nbs/07_hf.readers.ipynb #82d01dfb
@@ -663,7 +664,6 @@ def read_moe(
         out = {'experts': 2*(A.pow(2).sum(1) + C.pow(2).sum(2)).sqrt(), 'gate_sum': A.new_full((d,), math.sqrt(E))}
         if shared is not None: out['shared'] = _unit_norms(P, ('shared_expert.down_proj.weight', 0), ('shared_expert.up_proj.weight', 1))
         return out
-    h.grad_norms = norms
     bufs = float64_buffers(m)
     def f(p, x):
         with batched_experts(m): return functional_call(m, {**bufs, **p}, (x[None, None] if not ours else x,)).reshape(-1)
@@ -679,7 +679,7 @@ def read_moe(
     expected = (E*d1 + d if not norm else moe_measured_theory(d, d1, E, k_eff, gate)) + d1s
     ref = reference_forward(m, (lambda mod, st, x: functional_call(mod, st, (x,)).reshape(-1)) if ours   # (transformers: its own
                      else Call())                                                               # expert loop, not batched_mm)
-    return dict(family='moe', f=f, inputs=gaussian_inputs(d), laws=h, rows=rows, controls=controls, n_laws=expected, ref=ref,
+    return dict(family='moe', f=f, inputs=gaussian_inputs(d), laws=LawSet(h, rows, controls, grad_norms=norms), n_laws=expected, ref=ref,
                 meta=dict(d=d, d_ff=d1, experts=E, top_k=k, norm_topk=norm, gate=gate, shared_d_ff=d1s))
 
 # %% ../../nbs/07_hf.readers.ipynb #81d965de

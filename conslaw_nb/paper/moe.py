@@ -270,6 +270,6 @@ def moe_verify(
     chk = {n: check_laws(lambda q, n=n: _laws(q)[n], f, p, si, seed=seed+1, dtype=dtype, device=device).max_rel
            for n in ('gate_sum', 'experts')}
     formula = moe_measured_theory(d, d1, E, k, gate, W=p['W'] if d <= 2 else None)
-    return dict(d=d, d1=d1, E=E, k=k, gate=gate, seed=seed, D=c.n_params, stated=pb.stated, measured=c.n_laws,
+    return dict(d=d, d1=d1, E=E, k=k, gate=gate, seed=seed, D=c.n_params, stated=pb.stated, n_laws=c.n_laws,
                 formula=formula, status=c.status, dims_by_depth=c.dims_by_depth, gate_sum_rel=chk['gate_sum'], experts_rel=chk['experts'],
                 agrees=c.status == 'ok' and c.n_laws == pb.stated, seconds=round(c.seconds, 2))

@@ -18,7 +18,7 @@ from torch.func import functional_call
 import conslaw_nb
 from ..engine.core import random_params, atomic_write, cache_folder, code_digest
 from ..engine.count import count_laws
-from ..hf.adapters import adapt, NotStated
+from ..hf.adapters import adapt, NotStated, BlockCheck
 from ..hf.readers import float64_buffers, batched_experts
 from ..discovery.found import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates,
                                   NOT_LAYOUT)
@@ -375,13 +375,14 @@ class CensusRow:
     n_laws: Optional[int]   # laws of one such block at the config (None: no number can be given)
     source: str             # 'formula' (inside its domain), 'engine' (counted directly), 'none'
     note: str = ''          # why no number, or what was counted
-    check: str = ''         # `census(check=True)`: the block at the config's own sizes, its stated laws checked (`check_block`)
-    check_rel: Optional[float] = None   # the largest relative ⟨∇h, ∇ℓ⟩ that check found (None: not checked)
+    status: str = 'ok'      # 'ok' (a number), 'ambiguous' (the engine's count undecided), 'none' (no number): `hf.adapters.STATUSES`
+    checked: Optional[BlockCheck] = None   # `census(check=True)`: the block built at the config's own sizes and checked (`check_block`)
     def to_dict(self)->dict:
-        l = self.law
+        l, k = self.law, self.checked
         return dict(block=self.block, cls=self.cls, layers=self.layers, D=self.D, formula=None if l.expr is None else str(l.expr),
-                    domain=None if l.domain is None else str(l.domain), n_laws=self.n_laws, source=self.source, provenance=l.provenance,
-                    how=l.reason, laws=l.words, note=self.note, check=self.check, check_rel=self.check_rel)
+                    domain=None if l.domain is None else str(l.domain), n_laws=self.n_laws, status=self.status, source=self.source,
+                    provenance=l.provenance, how=l.reason, laws=l.words, note=self.note,
+                    checked=None if k is None else dict(status=k.status, forward=k.forward, laws=k.laws, inputs=k.inputs, how=str(k)))
 
 def _label(g:BlockGroup)->str:
     k = 'MoE' if g.moe else 'MLP' if g.kind == 'mlp' else 'attention'
@@ -390,7 +391,7 @@ def _label(g:BlockGroup)->str:
 def _row(model_type:str, cfg:dict, sizes:dict, g:BlockGroup, max_params:int, seeds, cache=None, workers=None)->CensusRow:
     "A block's row: the formula's value inside its domain; outside it an engine count on the block at the config's sizes, or no number"
     l = block_law(model_type, cfg, g, seeds, cache, workers)
-    row = lambda v, src, note='': CensusRow(_label(g), g.cls, len(g.layers), g.D, l, v, src, note)
+    row = lambda v, src, note='', status='ok': CensusRow(_label(g), g.cls, len(g.layers), g.D, l, v, src, note, 'none' if v is None and status == 'ok' else status)
     if l.expr is None: return row(None, 'none', f"{_label(g)} ({g.cls}): no number: {l.reason}")
     broken = l.domain.failing(**sizes)
     if not broken: return row(_subs(l.expr, sizes), 'formula')
@@ -398,7 +399,7 @@ def _row(model_type:str, cfg:dict, sizes:dict, g:BlockGroup, max_params:int, see
     if g.D > max_params: return row(None, 'none', f"{_label(g)}: {head}; D = {g.D:,} > max_params = {max_params:,}: too big to count here, no number")
     f, shapes, inputs = _twin_model(model_type, cfg, g, {k: sizes[k] for k in l.names}, {})
     c = count_laws(f, random_params(shapes, torch.Generator().manual_seed(0)), inputs, **_QUIET)
-    if c.status != 'ok': return row(None, 'none', f"{head}; the engine's count is ambiguous ({c.reason}): no number")
+    if c.status != 'ok': return row(None, 'none', f"{head}; the engine's count is ambiguous ({c.reason}): no number", c.status)
     return row(c.n_laws, 'engine', f"{head}; the engine counted the block at the config's sizes (D = {c.n_params})")
 
 # %% ../../nbs/14c_survey.published.ipynb #a1c0f3e7
@@ -412,22 +413,22 @@ def _real_config(model_type:str, cfg:dict, idx:int)->dict:
 
 def check_block(
     model_type:str,               # the config's model_type
-    cfg:dict,                     # the config, as `_load` reads it
+    cfg:dict,                     # the config, as `load_config` reads it
     group:BlockGroup,             # the block (`block_groups`)
     max_params:int=CHECK_MAX_PARAMS,  # past it: not built, and said so
-)->tuple:                         # (what was checked, in words; the largest relative ⟨∇h, ∇ℓ⟩, or None)
+)->BlockCheck:                    # what was checked (status 'none' and why in `how` when nothing was)
     """The group's block built at the config's own sizes (float64, generic weights) and read by `adapt(check=True)`: its
     forward is the module's, its stated laws hold at full width (`check_laws`, matrix-free, closed-form law norms), and
     the engine's count on a twin of the block equals the stated count"""
-    if group.D > max_params: return f"not checked at full width: D = {group.D:,} > check_max_params = {max_params:,}", None
+    if group.D > max_params: return BlockCheck(how=f"not checked at full width: D = {group.D:,} > check_max_params = {max_params:,}")
     t = time.perf_counter()
     m, call = _twin_block(model_type, cfg, group, {}, config=_real_config(model_type, cfg, group.layers[0]))
     try: a = adapt(m, check=True, call=call)
-    except NotStated as e: return f"not checked: adapt refused it at the config's sizes: {str(e).split('; `conslaw_nb')[0]}", None
-    c = a.checks
-    return (f"checked at its own sizes (D = {group.D:,}) in {time.perf_counter() - t:.1f} s: forward = the module's to "
-            f"{c['forward']:.0e}; laws hold, largest relative ⟨∇h, ∇ℓ⟩ {c['laws']:.0e} over 8 random losses on "
-            f"{c.get('laws_inputs', 'its')} sequences; count: {c['count']}"), float(c['laws'])
+    except NotStated as e: return BlockCheck(how=f"not checked: adapt refused it at the config's sizes: {str(e).split('; `conslaw_nb')[0]}")
+    k = a.checked
+    k.how = f"checked at its own sizes (D = {group.D:,}) in {time.perf_counter() - t:.1f} s" + (f"; {k.how}" if k.how else '')
+    return k
+
 
 # %% ../../nbs/14c_survey.published.ipynb #6ba268ee
 @dataclass
@@ -462,7 +463,7 @@ class Census:
         tot = (f"\n\n**{self.name}**: {fmt(self.laws)} laws in its blocks (per-block laws × layers), against {self.D_blocks:,} block "
                f"parameters ({self.D:,} in the whole model). Sizes: {', '.join(f'{k}={v:,}' for k, v in self.sizes.items())}."
                + (f" Whole model: {fmt(self.whole)} laws: {self.whole_note}." if self.whole_note else ''))
-        chk = [f"{r.block} ({r.cls}): {r.check}" for r in self.rows if r.check]
+        chk = [f"{r.block} ({r.cls}): {r.checked}" for r in self.rows if r.checked is not None]
         return '\n'.join([head, *body]) + tot + ''.join(f"\n\n{n}" for n in self.notes + [r.note for r in self.rows if r.note] + chk)
     def __repr__(self): return self.markdown()
 
@@ -492,8 +493,8 @@ def census(
     c = Census(nm, mt, sizes, rows, D, notes)
     if check:
         for r, g in zip(rows, groups):
-            if r.law.provenance == 'stated': r.check, r.check_rel = check_block(mt, cfg, g, check_max_params or CHECK_MAX_PARAMS)
-            else: r.check = ("not checked at full width: its laws were found on twins, not stated by a theory, and are not carried to "
+            if r.law.provenance == 'stated': r.checked = check_block(mt, cfg, g, check_max_params or CHECK_MAX_PARAMS)
+            else: r.checked = BlockCheck(how="not checked at full width: its laws were found on twins, not stated by a theory, and are not carried to "
                              "the config's sizes; `adapt_found` on a twin gives them")
     if whole:
         if not MODEL_TYPES[mt].whole: c.whole_note = f"not measured for {mt}: whole twins are counted for {', '.join(k for k, f in MODEL_TYPES.items() if f.whole)}"

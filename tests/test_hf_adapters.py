@@ -38,7 +38,7 @@ def test_every_module_counts_and_checks(name, size):
     m, kw = ZOO[size][name]
     before = {n: p.detach().clone() for n, p in m.named_parameters()}
     a = adapt(m, **kw)
-    c = a.checks['count']                                 # adapt counted before stating (and raises on any disagreement)
+    c = a.checked.count                                 # adapt counted before stating (and raises on any disagreement)
     assert c.status == 'ok', (name, c.reason)
     assert c.n_laws == a.n_laws, (name, c)
     assert check_laws(a.laws, a.f, a.params, a.inputs).max_rel < 1e-10
@@ -99,9 +99,9 @@ def test_law_blocks_every_family(model_type):
     assert B.skipped == [] and all(a.family in ('attention', 'mlp', 'swiglu', 'ffn', 'moe', 'mixer') for _, a in B), (B, B.skipped)
     assert B[0][1].family in ('attention', 'mixer') and len(B) == {'bart': 5, 't5': 5, 'mamba': 1}.get(model_type, 2), B
     for path, a in B:
-        c = a.checks['count']
+        c = a.checked.count
         assert (c.status, c.n_laws) == ('ok', a.n_laws), (path, c)
-        assert a.checks['laws'] <= 1e-8 and a.checks['forward'] <= 1e-10, (path, a.checks)
+        assert a.checked.laws <= 1e-8 and a.checked.forward <= 1e-10 and a.checked.status == 'ok', (path, a.checked)
         assert check_laws(a.laws, a.f, a.params, a.inputs, seed=99).max_rel <= 1e-8
 
 def _attn(kind, cls, **kw):
@@ -112,14 +112,14 @@ def _attn(kind, cls, **kw):
 def test_once_wrong_and_silent():
     "the cases adapt once answered wrong without a word: right now, or a clear refusal naming what does not fit"
     a = adapt(_attn('gemma3_text', 'Gemma3Attention', head_dim=4))           # q/k-norm gain 1 + w
-    assert a.meta['qk_gain'] == '1 + w' and a.checks['count'].n_laws == a.n_laws == 12
+    assert a.meta['qk_gain'] == '1 + w' and a.checked.count.n_laws == a.n_laws == 12
     a = adapt(_attn('cohere', 'CohereAttention'))                             # interleaved rotary pairs
-    assert a.meta['pairs'] == 'adjacent' and a.checks['count'].n_laws == a.n_laws
+    assert a.meta['pairs'] == 'adjacent' and a.checked.count.n_laws == a.n_laws
     for m, why in [(_attn('olmo2', 'Olmo2Attention'), 'whole projection'), (_attn('cohere', 'CohereAttention', use_qk_norm=True), 'per head'),
                    (_attn('stablelm', 'StableLmAttention', partial_rotary_factor=.5), 'partial rotary')]:
         with pytest.raises(NotStated, match=why): adapt(m)
         b = adapt_found(m)                                                   # the engine's count, laws named and checked
-        assert b.checks['count'].status == 'ok' and b.meta['found'] == b.n_laws
+        assert b.checked.count.status == 'ok' and b.meta['found'] == b.n_laws
     relu = init_generic(transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(
         hidden_size=4, num_attention_heads=2, intermediate_size=3, hidden_act='relu')).double())
     with pytest.raises(NotStated, match='engine counts 6'): adapt(relu)       # the gate row rescales too: 2·d_ff laws
@@ -147,7 +147,7 @@ def test_past_count_max_D_a_twin_is_counted():
     big = init_generic(transformers.models.llama.modeling_llama.LlamaAttention(transformers.LlamaConfig(
         hidden_size=64, num_attention_heads=8, num_key_value_heads=4), 0).double())
     a = adapt(big)
-    assert 'twin' in a.checks['count'] and a.checks['laws'] <= 1e-8, a.checks
+    assert a.checked.count is None and 'twin' in a.checked.how and a.checked.laws <= 1e-8, a.checked
     relu = init_generic(transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(
         hidden_size=64, num_attention_heads=2, intermediate_size=128, hidden_act='relu')).double())
     with pytest.raises(NotStated, match='twin'): adapt(relu)

@@ -185,10 +185,11 @@ def test_check_builds_each_stated_block_at_its_own_sizes(llama):
     c = census(published()['llama-3-8b'], hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
                head_dim=64, check=True)
     for r in c.rows:
-        assert r.check.startswith('checked at its own sizes') and r.check_rel is not None and r.check_rel < 1e-12, (r.block, r.check)
-        assert f'D = {r.D:,}' in r.check and 'its stated count' in r.check                 # the twin's count beside the stated one
-    assert all(r.check == '' and r.check_rel is None for r in llama.rows)
-    assert 'checked at its own sizes' in c.markdown() and c.to_dict()['rows'][0]['check_rel'] == c.rows[0].check_rel
+        k = r.checked
+        assert k.status == 'ok' and k.how.startswith('checked at its own sizes') and k.laws is not None and k.laws < 1e-12, (r.block, str(k))
+        assert f'D = {r.D:,}' in k.how and 'its stated count' in str(k)                # the twin's count beside the stated one
+    assert all(r.checked is None for r in llama.rows)
+    assert 'checked at its own sizes' in c.markdown() and c.to_dict()['rows'][0]['checked']['laws'] == c.rows[0].checked.laws
 
 
 def test_formula_cache_round_trip(llama, tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def test_find_laws_linear_head(d, K):
     got, want = L_ce(p), shift_laws(p)
     for e, w in [(col_sums, want['W.sum(0)']), ('b.sum()', want['b.sum()'])]:
         torch.testing.assert_close(got[e].reshape(-1), w.reshape(-1), rtol=1e-10, atol=1e-12)
-    assert L_ce.check.max_rel < law_tol()
+    assert L_ce.law_check.max_rel < law_tol()
     assert check_laws(L_ce, linear_head, p, xs, loss='any').max_rel > FAIL_REL
 
 

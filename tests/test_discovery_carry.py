@@ -8,7 +8,6 @@ from conslaw_nb.engine.core import law_tol
 from conslaw_nb.discovery.found import tiny_transformer, law_blocks, carry_found, block_call
 
 warnings.filterwarnings('ignore', message='.*eos_token_id.*|.*pad_token_id.*')
-pytestmark = pytest.mark.xdist_group('carry')   # one worker: the carries of a structure are cached per process
 
 
 def test_phi3_fused_layout_carried():
@@ -23,7 +22,7 @@ def test_phi3_fused_layout_carried():
     # output columns of the G query heads that read them
     assert att.n_laws == Hkv*(dk//2 + dk*(dk + 1)//2)
     assert mlp.n_laws == dff                                    # SwiGLU: ‖up row‖² − ‖down column‖² per unit (up: gate_up_proj's second half)
-    assert att.checks['laws'] <= law_tol() and mlp.checks['laws'] <= law_tol()
+    assert att.checked.laws <= law_tol() and mlp.checked.laws <= law_tol()
     v = att.laws(att.params)
     assert sum(t.numel() for t in v.values()) == att.n_laws
 

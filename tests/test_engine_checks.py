@@ -4,14 +4,14 @@ from torch.func import jacrev
 from conslaw_nb.engine.core import Flat, random_params, gaussian_inputs
 from conslaw_nb.engine.count import law_norms, check_laws
 from conslaw_nb.engine.rows import linear_head
-from conslaw_nb.engine.checks import law_fn
+from conslaw_nb.engine.checks import LawVector
 from conslaw_nb.paper.ffn import swiglu_problem
 from conslaw_nb.paper.attention import mha_problem
 from conslaw_nb.paper.moe import moe_problem
 
 def _setup(h, params):
     p = {k: v.to(torch.float64) for k, v in params.items()}
-    flat = Flat(p); th = flat.flatten(p); hv = law_fn(h, flat)
+    flat = Flat(p); th = flat.flatten(p); hv = LawVector(h, flat)
     return hv, th, flat, jacrev(hv)(th).norm(dim=1)
 
 PROBLEMS = {'swiglu': lambda: swiglu_problem(5, 9), 'mha': lambda: mha_problem(2, 6, 3, 4, T=3),
