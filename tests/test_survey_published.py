@@ -30,7 +30,8 @@ def test_llama_3_8b_rows(llama):
     assert (mlp.block, mlp.n_laws, mlp.layers) == ('MLP', 14336, 32)
     assert att.law.provenance == mlp.law.provenance == 'stated'
     assert att.law.domain.contains(**llama.sizes) and att.law.domain.inequalities      # a boundary was found, and 8B is inside it
-    assert llama.laws == 32*(66560 + 14336)
+    assert llama.n_laws == 32*(66560 + 14336)
+    assert att.status == mlp.status == 'ok' and att.to_dict()['status'] == 'ok'   # the shared vocabulary (hf.adapters.STATUSES)
     assert att.D == 4096*4096*2 + 2*4096*1024 and llama.D == 8030261248 - 128256*4096   # AutoModel: no LM head
 
 
@@ -78,7 +79,7 @@ def test_whole_model_held_out(llama):
     c = count_laws(f, random_params({k: tuple(v.shape) for k, v in P.items()}, torch.Generator().manual_seed(5)), inputs, seed=5)
     assert c.status == 'ok' and c.n_laws == w.fit.predict(L=4, d=8) == 4*(1*2*4//2 + 3) + 2*4*8 + 8   # per layer: attention H_kv·d_k(d_k+2)/2 = 4, MLP d_ff = 3
     # at Llama-3-8B: 32 layers of the theorem's blocks (66,560 + 14,336) and 2d gain laws, plus the final norm's d
-    assert w.value(llama.sizes)[0] == 32*(66560 + 14336 + 2*4096) + 4096 == 2854912
+    assert w.value(llama.sizes).n_laws == 32*(66560 + 14336 + 2*4096) + 4096 == 2854912
 
 
 def test_mla_boundary_right_or_refused():

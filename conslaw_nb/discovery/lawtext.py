@@ -409,6 +409,10 @@ class Laws:
         if not self.groups: return {'(no laws)': next(iter(params.values())).new_zeros(0)}
         return {g.expr: g(params) for g in self.groups}
     @property
+    def n_laws(self)->int:
+        "How many independent laws were found (`len`), the word every result uses for a count of laws"
+        return len(self.laws)
+    @property
     def n_linear(self): return sum(l.degree == 1 for l in self.laws)
     @property
     def verdict(self)->str:

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['WORKERS', 'FORMULAS', 'CHECK_MAX_PARAMS', 'WHOLE_LAWS', 'BlockGroup', 'block_groups', 'BlockLaw', 'formula_cache',
-           'block_law', 'CensusRow', 'check_block', 'Census', 'census', 'WholeLaw', 'whole_law']
+           'block_law', 'CensusRow', 'check_block', 'Census', 'census', 'WholeCount', 'WholeLaw', 'whole_law']
 
 # %% ../../nbs/14c_survey.published.ipynb #1a8dc08a
 import json, math, os, time, warnings
@@ -444,14 +444,14 @@ class Census:
     whole: Optional[int] = None   # laws of the whole model (blocks, norms, embeddings, head) from `whole_law`, inside its domain
     whole_note: str = ''          # its formula and domain, or why there is no number (`census(..., whole=True)`)
     @property
-    def laws(self)->Optional[int]:
+    def n_laws(self)->Optional[int]:
         "Laws of all blocks together (each block's count times its layers); None when a block has no number"
         return None if any(r.n_laws is None for r in self.rows) else sum(r.n_laws*r.layers for r in self.rows)
     @property
     def D_blocks(self)->int: return sum(r.D*r.layers for r in self.rows)
     def to_dict(self)->dict:
         return dict(name=self.name, model_type=self.model_type, sizes=self.sizes, D=self.D, D_blocks=self.D_blocks,
-                    laws_blocks=self.laws, rows=[r.to_dict() for r in self.rows], notes=self.notes, laws_whole=self.whole,
+                    laws_blocks=self.n_laws, rows=[r.to_dict() for r in self.rows], notes=self.notes, laws_whole=self.whole,
                     whole=self.whole_note)
     def markdown(self)->str:
         "The census as a markdown table"
@@ -460,7 +460,7 @@ class Census:
         body = [f"| {r.block} | {r.cls} | {r.layers} | {r.D:,} | {'—' if r.law.expr is None else f'`{r.law.expr}`'} | "
                 f"{'—' if r.law.domain is None else str(r.law.domain)} | {fmt(r.n_laws)}{'' if r.source != 'engine' else ' (engine)'} | "
                 f"{r.law.provenance} |" for r in self.rows]
-        tot = (f"\n\n**{self.name}**: {fmt(self.laws)} laws in its blocks (per-block laws × layers), against {self.D_blocks:,} block "
+        tot = (f"\n\n**{self.name}**: {fmt(self.n_laws)} laws in its blocks (per-block laws × layers), against {self.D_blocks:,} block "
                f"parameters ({self.D:,} in the whole model). Sizes: {', '.join(f'{k}={v:,}' for k, v in self.sizes.items())}."
                + (f" Whole model: {fmt(self.whole)} laws: {self.whole_note}." if self.whole_note else ''))
         chk = [f"{r.block} ({r.cls}): {r.checked}" for r in self.rows if r.checked is not None]
@@ -498,8 +498,10 @@ def census(
                              "the config's sizes; `adapt_found` on a twin gives them")
     if whole:
         if not MODEL_TYPES[mt].whole: c.whole_note = f"not measured for {mt}: whole twins are counted for {', '.join(k for k, f in MODEL_TYPES.items() if f.whole)}"
-        elif c.laws is None: c.whole_note = "no number: a block has none"
-        else: c.whole, c.whole_note = whole_law(mt, cfg, seeds, workers).value(sizes)
+        elif c.n_laws is None: c.whole_note = "no number: a block has none"
+        else:
+            w = whole_law(mt, cfg, seeds, workers).value(sizes)
+            c.whole, c.whole_note = w.n_laws, w.how
     c.seconds = time.perf_counter() - t0
     return c
 
@@ -524,6 +526,13 @@ def _lm_twin(model_type:str, cfg:dict, sizes:dict, T:int=3)->tuple:
 
 # %% ../../nbs/14c_survey.published.ipynb #ddcf03b2
 @dataclass
+class WholeCount:
+    "The whole model's laws at a config's sizes: a number, or None and why"
+    n_laws: Optional[int]   # laws of the whole model (blocks, norms, embeddings, head); None: no number can be given
+    how: str                # the formula and the domain it was read inside, or why there is no number
+    def __str__(self): return f"{'no number' if self.n_laws is None else f'{self.n_laws:,} laws'}: {self.how}"
+
+@dataclass
 class WholeLaw:
     "The whole model's count on full twins (embeddings, norms, head), fitted in (L, sizes), against the sum of its blocks, with its domain"
     model_type: str
@@ -535,16 +544,17 @@ class WholeLaw:
     expr: object = None     # sympy: L·(the blocks' formulas) + cross, in the config's sizes; None when a block has none
     domain: object = None   # `atlas.Domain` of `expr` on whole twins that change heads, d_ff, V, d_k, d one at a time
     seconds: float = 0.
-    def value(self, sizes:dict)->tuple:
-        "(laws of the whole model at `sizes` or None, why)"
+    def value(self, sizes:dict)->WholeCount:
+        "The laws of the whole model at `sizes`, or None and why"
         if self.expr is None or self.domain is None or self.domain.inequalities is None:
-            return None, f"no whole-model formula with a domain ({'no formula' if self.expr is None else self.domain.reason if self.domain else 'no domain'})"
+            why = 'no formula' if self.expr is None else self.domain.reason if self.domain else 'no domain'
+            return WholeCount(None, f"no whole-model formula with a domain ({why})")
         deep = [x['sizes'] for x in self.fit.rows if x['role'] != 'fit' and x['match']] + \
                [x['sizes'] for x in self.domain.rows if x['sizes']['L'] > 1 and x['verdict'] == 'holds']
-        if not deep: return None, "no number: no twin of two layers or more outside the fit has a decided count that confirms the formula"
+        if not deep: return WholeCount(None, "no number: no twin of two layers or more outside the fit has a decided count that confirms the formula")
         bad = self.domain.failing(**sizes)
-        if bad: return None, f"outside the whole-model formula's domain ({' and '.join(bad)} fails at the config)"
-        return _subs(self.expr, sizes), (f"`{self.expr}` inside its domain ({self.domain}; {len(self.domain.rows)} whole twins), "
+        if bad: return WholeCount(None, f"outside the whole-model formula's domain ({' and '.join(bad)} fails at the config)")
+        return WholeCount(_subs(self.expr, sizes), f"`{self.expr}` inside its domain ({self.domain}; {len(self.domain.rows)} whole twins), "
                                          f"confirmed off the fit at {'; '.join(format_sizes(s) for s in deep)}")
 
 # %% ../../nbs/14c_survey.published.ipynb #b3148a72
