@@ -87,7 +87,7 @@ def test_one_name_per_solver():
         pde.count_laws(_linear2, {'U': (4, 2), 'V': (3, 2)}, gaussian_inputs(3), method='iterative')
 
 def test_options_one_object_per_method():
-    "A dict or the method's options object; an unknown key refused with the valid ones; the old keywords still count, with a warning"
+    "A dict or the method's options object; an unknown key refused with the valid ones; a knob as a keyword is a TypeError"
     args = (_linear2, {'U': (4, 2), 'V': (3, 2)}, gaussian_inputs(3))
     c0 = pde.count_laws(*args, method='dense', options=dict(patience=40))
     assert pde.count_laws(*args, method='dense', options=pde.CountOptions(patience=40)).dims_by_depth == c0.dims_by_depth
@@ -95,8 +95,7 @@ def test_options_one_object_per_method():
         pde.count_laws(*args, method='dense', options={'frob': 1})
     with pytest.raises(ValueError, match=r"max_iters: an option of method=\['auto', 'gram', 'lobpcg'\]"):
         pde.count_laws(*args, method='lu', options={'max_iters': 5})
-    with pytest.warns(DeprecationWarning, match='deprecated'): old = pde.count_laws(*args, method='dense', patience=40)
-    assert (old.n_laws, old.dims_by_depth, old.n_samples) == (c0.n_laws, c0.dims_by_depth, c0.n_samples)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'patience'"): pde.count_laws(*args, method='dense', patience=40)
     with pytest.raises(TypeError, match="unexpected keyword argument 'frob'"): pde.count_laws(*args, frob=1)
     assert pde.count_laws(*args).n_samples == pde.count_laws(*args, options=pde.LobpcgOptions()).n_samples   # the defaults: today's
 

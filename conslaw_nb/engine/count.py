@@ -131,20 +131,11 @@ def _options_for(meth:str, o:CountOptions)->CountOptions:
 def count_options(
     method:str='auto',      # the method the options are for (`METHODS`)
     options=None,           # None (the defaults), a dict of the method's knobs, or a `CountOptions`
-    **old,                  # deprecated: knobs passed to `count_laws` as keywords
 )->CountOptions:
     "`count_laws`'s `options` as the options object of `method` (`OPTIONS`), a dict's unknown keys refused by name"
     cls = OPTIONS[_check_method(method)]
     if options is not None and not isinstance(options, (dict, CountOptions)):
         raise TypeError(f"`options` must be a dict or a {cls.__name__}, got {type(options).__name__}")
-    if old:
-        if bad := [k for k in old if not any(k in _names(c) for c in OPTIONS.values())]:
-            raise TypeError(f"count_laws() got an unexpected keyword argument {bad[0]!r}")
-        if isinstance(options, CountOptions): raise TypeError(f"pass the knobs {list(old)} in `options` only")
-        if both := [k for k in old if k in (options or {})]: raise ValueError(f"{both} given twice: as keywords and in `options`")
-        warnings.warn(f"count_laws({', '.join(f'{k}=' for k in old)}...): the knobs as keywords are deprecated; pass "
-                      f"options={{{', '.join(repr(k) + ': ...' for k in old)}}} (or a {cls.__name__})", DeprecationWarning, stacklevel=3)
-        options = {**(options or {}), **{k: v for k, v in old.items() if k in _names(cls)}}   # (as before: another method's knob is unread)
     if isinstance(options, CountOptions):
         options.check()
         return options
@@ -304,13 +295,12 @@ def count_laws(
     options=None,               # the method's knobs: a dict, or its options object (`OPTIONS[method]`, e.g. `CountOptions`); None: defaults
     progress:bool=None,         # past the dense path: a tqdm bar (default: on)
     device=None,                # device; default the params'
-    **old,                      # deprecated: the knobs of `options` as keywords (a DeprecationWarning)
 )->LawCount:
     "Count the independent conservation laws of `f` near `params` as D − dim Lie(W)(θ)"
     t0 = time.perf_counter()
     if sample_inputs is None: raise ValueError("`sample_inputs` is required: a callable (n, generator) -> n inputs, or a tensor of inputs")
     check_choice('loss', loss, LOSSES)
-    o = count_options(method, options, **old)
+    o = count_options(method, options)
     check_int('seed', seed, 0)
     if isinstance(sample_inputs, Tensor) and sample_inputs.dim() == 0:
         raise ValueError("`sample_inputs` is a 0-d tensor: pass a batch of inputs (first dimension: the inputs), or a callable")
