@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 from conslaw_nb.engine.core import random_params
-from conslaw_nb.engine.count import count_laws, check_laws, laws_rank
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine import check_laws, laws_rank
 import conslaw_nb.paper.ffn as ffn, conslaw_nb.paper.attention as attention, conslaw_nb.paper.moe as moe, conslaw_nb.theorems as verify, conslaw_nb.paper.blocks as blocks
 f64 = dict(dtype=torch.float64)
 nan = float('nan')

@@ -5,7 +5,8 @@ import math, warnings
 import pytest, torch
 import torch.nn.functional as F
 from torch.func import functional_call
-from conslaw_nb.engine.count import count_laws, check_laws
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine import check_laws
 from conslaw_nb.engine.core import law_tol
 from conslaw_nb.discovery.found import law_blocks, tiny_transformer, transformer_blocks
 

@@ -2,7 +2,8 @@
 import pytest, torch
 from torch.func import jacrev
 from conslaw_nb.engine.core import Flat, random_params, gaussian_inputs
-from conslaw_nb.engine.count import law_norms, check_laws
+from conslaw_nb.engine.checks import law_norms
+from conslaw_nb.engine import check_laws
 from conslaw_nb.engine.rows import linear_head
 from conslaw_nb.engine.checks import LawVector
 from conslaw_nb.paper.ffn import swiglu_problem

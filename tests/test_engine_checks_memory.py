@@ -13,14 +13,14 @@ held at once: the quantity `budget` speaks of. Under it the resident size after 
 import json, os, subprocess, sys, textwrap
 import pytest, torch
 from conslaw_nb.engine.core import random_params, gaussian_inputs
-from conslaw_nb.engine.count import check_laws
+from conslaw_nb.engine import check_laws
 
 D_IN, D_FF = 512, 1024          # SwiGLU with D = 3·512·1024 = 1.57M: 8 gradients are 101 MB, one tensor's one gradient 4.2 MB
 
 SCRIPT = textwrap.dedent('''
     import json, sys, torch
     from conslaw_nb.engine.core import random_params, gaussian_inputs
-    from conslaw_nb.engine.count import check_laws
+    from conslaw_nb.engine import check_laws
     d, f, budget = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     def swiglu(p, x): return p['A'] @ (torch.nn.functional.silu(p['B'] @ x) * (p['C'] @ x))
     def laws(p): return (p['A']**2).sum(0) - (p['C']**2).sum(1)

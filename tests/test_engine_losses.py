@@ -4,7 +4,9 @@ counted by the engine and found by `find_laws`; the laws found pass `check_laws`
 import pytest
 import torch
 from conslaw_nb.engine.core import random_params, law_tol
-from conslaw_nb.engine.count import count_laws, check_laws, LOSSES
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine import check_laws
+from conslaw_nb.engine.rows import LOSSES
 from conslaw_nb.engine.rows import linear_head
 from conslaw_nb.discovery.lawsearch import Ansatz, law_nullspace, loss_directions
 from conslaw_nb.discovery.found import find_laws

@@ -2,8 +2,10 @@
 counted as they are or through `adapters.adapt`, at two sizes, with the laws the adapter states checked."""
 import pytest, torch
 from torch import nn
-from conslaw_nb.engine.count import count_laws, check_laws
-from conslaw_nb.hf.adapters import adapt, init_generic, NotStated
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine import check_laws
+from conslaw_nb.hf.adapters import adapt, init_generic
+from conslaw_nb.hf import NotStated
 from conslaw_nb.zoo import module_zoo
 from conslaw_nb.discovery.found import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
 

@@ -4,7 +4,8 @@ stated laws pass `check_laws`. Families from the engine page (linear, ReLU, prod
 import torch
 from hypothesis import given, settings, strategies as st
 from conslaw_nb.engine.core import random_params
-from conslaw_nb.engine.count import count_laws, check_laws, laws_rank
+from conslaw_nb.engine.count import count_laws
+from conslaw_nb.engine import check_laws, laws_rank
 from conftest import tally
 
 def gauss(n_in): return lambda n, g: torch.randn(n, n_in, generator=g, dtype=torch.float64)
