@@ -273,6 +273,15 @@ def _pair(c:Tensor, pairs:str)->Tensor:                          # the two colum
     return c[..., :m] + c[..., m:] if pairs == 'half' else c[..., 0::2] + c[..., 1::2]
 def _bb(b, h): return 0. if b is None else b.view(h, -1)**2      # a bias's squares per head and column
 
+def _sq(W:Tensor, dim:int)->Tensor:
+    """Squared norms along `dim` (a value the monitor reads at every step; never the laws the engine differentiates): along a
+    matrix's strided dimension (a column's norm in row-major memory) a product with ones over W∘W, since torch's
+    `vector_norm` reduces across strided memory several times slower (`python -m conslaw_nb.bench.monitor --arch llama`
+    measures the update); along contiguous memory `vector_norm`, one pass without a W² copy"""
+    if W.dim() != 2 or W.stride(dim) == 1: return torch.linalg.vector_norm(W, dim=dim).square()
+    S, one = W.square(), lambda n: torch.ones(n, dtype=W.dtype, device=W.device)
+    return one(W.shape[0]) @ S if dim == 0 else S @ one(W.shape[1])
+
 # %% ../../nbs/07_hf.readers.ipynb #2fbf44cf
 def _attention_laws(L:Layout):
     """The `LawSet` of attention in the layout `L`: laws(P), rows(P), controls(P), both(P) = (rows, controls) from one pass, and
@@ -285,15 +294,16 @@ def _attention_laws(L:Layout):
     def outer(b, h):
         b = b.view(h, -1)
         return b[:, :, None]*b[:, None, :]
-    def parts(P):
+    def parts(P, fast=False):                                # fast: the monitor's values, never differentiated (`_sq`)
         w = V(P)
         q, v = _heads_view(w['q'], H), _heads_view(w['v'], Hkv)
+        sq = (lambda W, h: _sq(W, 1).view(h, -1)) if fast else (lambda W, h: _heads_view(W, h).pow(2).sum(1))
         s = dict(w=w, GV=gram(v), GO=gram(_out_view(w['o'], H)))
         if qknorm is None and not rope:                   # cq: bias-free column norms² (H, dk), a Gram's diagonal where there is one
             G = gram(q)
             s['cq'], s['GK'] = G.diagonal(0, 1, 2), gram(_heads_view(w['k'], Hkv))
             s['GQ'] = G if w['bq'] is None else G + outer(w['bq'], H)
-        else: s['cq'], s['ck'] = q.pow(2).sum(1), _heads_view(w['k'], Hkv).pow(2).sum(1) + bb(w['bk'] if kb else None, Hkv)
+        else: s['cq'], s['ck'] = sq(w['q'], H), sq(w['k'], Hkv) + bb(w['bk'] if kb else None, Hkv)
         return s
     def of(s):
         w, GV = s['w'], s['GV']
@@ -313,9 +323,9 @@ def _attention_laws(L:Layout):
         return r
     def ctrl(s): return {'q_norm': s['cq'].sum(1)[:, None], 'v_norm': s['GV'].diagonal(0, 1, 2).sum(1)[:, None]}
     def both(P):
-        s = parts(P)
+        s = parts(P, fast=True)
         return to_rows(of(s)), ctrl(s)
-    return LawSet(laws, lambda P: to_rows(laws(P)), lambda P: ctrl(parts(P)), both, lambda P: _attention_grad_norms(L, P))
+    return LawSet(laws, lambda P: to_rows(of(parts(P, True))), lambda P: ctrl(parts(P, True)), both, lambda P: _attention_grad_norms(L, P))
 
 # %% ../../nbs/07_hf.readers.ipynb #2fbf44cd
 def _attention_grad_norms(L:Layout, P:dict)->dict:
@@ -537,10 +547,6 @@ def read_attention(
                 n_laws=_attention_expected(L), meta=L.meta, ref=L.ref)
 
 # %% ../../nbs/07_hf.readers.ipynb #5f4de8f3
-def _sq(W:Tensor, dim:int)->Tensor:
-    "Squared norms along `dim`: a control's value (never differentiated), one pass over W without a W² copy"
-    return torch.linalg.vector_norm(W, dim=dim).square()
-
 def _unit_norms(P:dict, *terms)->Tensor:
     """‖∇h_i‖ of per-unit laws h_i = ± the squares of disjoint entries (a rescaling's law): 2·√(Σ of those squares), the terms
     given as (parameter name, axis summed over), a bias (axis None) entry by entry; names not in P are skipped"""
@@ -557,7 +563,9 @@ def read_gated_mlp(
     h = swiglu_laws_fn(m)
     bufs = float64_buffers(m)
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
-    def rows(P): return {'swiglu': h(P)[:, None]}
+    def rows(P):                                           # h(P) by `_sq` (the monitor's rows: no W² copy, never differentiated)
+        r = _sq(P['down_proj.weight'], 0) - _sq(P['up_proj.weight'], 1)
+        return {'swiglu': (r - P['up_proj.bias']**2 if 'up_proj.bias' in P else r)[:, None]}
     def controls(P): return {'down_norm': _sq(P['down_proj.weight'], 0)[:, None]}
     def laws(P): return {'swiglu': h(P)}
     def norms(P): return {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
