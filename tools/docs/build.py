@@ -178,6 +178,7 @@ def _fence(text, lang='text', classes=''):
     text = text.rstrip('\n') if isinstance(text, str) else str(text)
     ticks = max([3] + [len(m) + 1 for m in re.findall(r'`{3,}', text)])
     cls = ' '.join(['.' + lang] + ['.' + c for c in classes.split()])
+    if 'nb-output' in classes.split(): cls += ' data-search-exclude="1"'   # search reads the prose and the code, not printed outputs
     return f"{'`' * ticks}{{ {cls} }}\n{text}\n{'`' * ticks}"
 
 
