@@ -40,8 +40,8 @@ def test_page_names_follow_nbdev():
     # and the engine's internals (numbered first: everything imports them) last
     at = {n: i for i, n in enumerate(names)}
     assert at['03_paper.pde.ipynb'] < at['04_paper.ffn.ipynb'] < at['05_paper.attention.ipynb'] < at['06_paper.moe.ipynb'] < at['08a_theorems.ipynb'] \
-        < at['explain/proofs.ipynb'] < at['12c_experiments.ipynb'] < at['07_hf.readers.ipynb'] < at['09c_discovery.found.ipynb'] \
-        < at['14a_survey.atlas.ipynb'] < at['00_engine.core.ipynb'] < at['01c_engine.solvers.ipynb'] < at['explain/performance.ipynb']
+        < at['explain/proofs.ipynb'] < at['12c_experiments.ipynb'] < at['07_hf.calls.ipynb'] < at['07a_hf.readers.ipynb'] < at['09c_discovery.found.ipynb'] \
+        < at['13a_survey.atlas.ipynb'] < at['00_engine.core.ipynb'] < at['01c_engine.solvers.ipynb'] < at['explain/performance.ipynb']
     assert docs_build.slugify('Flat.flatten') == 'flat.flatten' and docs_build.slugify('count_laws') == 'count_laws'
     assert docs_build.slugify('Deciding a rank, honestly') == 'deciding-a-rank-honestly'
 

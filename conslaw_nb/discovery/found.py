@@ -121,7 +121,8 @@ import copy, dataclasses, warnings
 from torch import nn
 from ..engine.core import law_tol, exact_ops
 from ..engine.core import gaussian_inputs
-from ..hf.readers import hf_call, reference_forward, float64_params, float64_buffers, batched_experts, reader_of
+from ..hf.calls import hf_call, reference_forward, float64_params, float64_buffers, batched_experts
+from ..hf.readers import reader_of
 from ..engine.checks import LawSet
 from ..hf.adapters import (Adapted, BlockCheck, Call, adapt, capture_calls, NotStated, COUNT_MAX_D, FORWARD_TOL, FOUND_HINT,
                                  check_eval, probe_dtype, forward_gap)
