@@ -44,11 +44,11 @@ def __dir__(): return sorted(set(globals()) | set(__all__))
 
 def clear_caches(disk:bool=False):
     """Forget what this process established once per block structure or model family — structure checks and twin counts
-    (`hf.adapters.STRUCTURES`, `COUNTED`), carried laws (`discovery.found.CARRIED`), census formulas and whole-model laws
-    (`survey.published.FORMULAS`, `WHOLE_LAWS`) — and, with `disk`, the structure-check file of this version of the code"""
+    (`hf.adapters.STRUCTURES`, `COUNTED`), carried laws (`discovery.found.CARRIED`), the families read off configs
+    (`survey.families.PROBED`), census formulas and whole-model laws (`survey.published.FORMULAS`, `WHOLE_LAWS`) — and, with `disk`, the structure-check file of this version of the code"""
     import importlib
     for mod, names in (('hf.adapters', ('STRUCTURES', 'COUNTED')), ('discovery.found', ('CARRIED',)),
-                       ('survey.published', ('FORMULAS', 'WHOLE_LAWS'))):
+                       ('survey.families', ('PROBED',)), ('survey.published', ('FORMULAS', 'WHOLE_LAWS'))):
         m = importlib.import_module(f'.{mod}', __name__)
         for n in names: getattr(m, n).clear()
     if disk: importlib.import_module('.hf.adapters', __name__).STRUCTURES.clear(disk=True)

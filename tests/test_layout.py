@@ -161,8 +161,8 @@ def test_front_door():
 def test_caches_are_named_and_cleared():
     "The caches are public names of the modules that keep them, and one call forgets them all (no test reaches into a private one)"
     import conslaw_nb
-    import conslaw_nb.survey.published as CE, conslaw_nb.hf.adapters as AD
-    CE.FORMULAS['probe'], AD.COUNTED['probe'] = 1, 1
+    import conslaw_nb.survey.published as CE, conslaw_nb.survey.families as FA, conslaw_nb.hf.adapters as AD
+    CE.FORMULAS['probe'], AD.COUNTED['probe'], FA.PROBED['probe'] = 1, 1, 1
     AD.STRUCTURES.mem['probe'] = {}
     conslaw_nb.clear_caches()
-    assert 'probe' not in CE.FORMULAS and 'probe' not in AD.COUNTED and 'probe' not in AD.STRUCTURES.mem
+    assert 'probe' not in CE.FORMULAS and 'probe' not in AD.COUNTED and 'probe' not in AD.STRUCTURES.mem and 'probe' not in FA.PROBED

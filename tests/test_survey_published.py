@@ -91,7 +91,8 @@ def test_mla_boundary_right_or_refused():
 def test_deepseek_group_limited_moe_formula():
     """DeepSeek-V3's MoE (routing limited to 4 of 8 groups): a formula from twins that route over 2 groups, whose value at a twin no fit,
     domain or grouping check used equals the engine's count and one law per expert unit, (E + S)·d_e; inside its domain at the config"""
-    from conslaw_nb.survey.published import block_groups, block_law, _twin_model, sizes_of
+    from conslaw_nb.survey.published import block_groups, block_law, _twin_model
+    from conslaw_nb.survey.families import sizes_of
     mt, cfg, _ = load_config(published()['deepseek-v3'])
     g = block_groups(mt, cfg)[-1]
     l = block_law(mt, cfg, g)
