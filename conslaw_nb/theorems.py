@@ -112,6 +112,8 @@ def format_table(rows:list)->str:
 # %% ../nbs/08a_theorems.ipynb #575d5edd
 def save_rows(rows:list, path)->Path:
     "Write the `ArchCheck`s `rows` (without their spectra) to `path` as JSON, atomically; the folder must exist"
+    bad = next((r for r in rows if not isinstance(r, ArchCheck)), None)
+    if bad is not None: raise TypeError(f"`rows` must be the `ArchCheck`s `verify` returns, got a {type(bad).__name__}")
     return save_json([{k: v for k, v in r.to_dict().items() if k != 'sv'} for r in rows], path)
 
 def plot_spectra(rows:list, ncols:int=5):

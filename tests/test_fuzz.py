@@ -3,6 +3,7 @@ TypeError whose message names the argument at fault, before any heavy work (the 
 replaced by a tripwire while the call runs), leaving no file behind and its inputs unchanged. Each case is counted with
 `conftest.tally`; the session prints the tally. Gaps found in modules owned by other pages are listed at the end as
 expected failures, each with the input that shows it."""
+import dataclasses
 import contextlib, math, re
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,8 @@ def save_cases(draw, folder:Path):
         o = {'a': 1.5, 'b': draw(st.sampled_from([{1, 2}, object(), b'bytes', 1j, torch.ones(2), np.ones(3), linear2, Path('x')]))}
         return C('save_json', 'obj', lambda: core.save_json(o, folder/'x.json'), o, folder=folder)
     p = draw(st.sampled_from([folder/'missing'/'v.json', folder, 7]))
-    return C('save_rows', 'path', lambda: verify.save_rows([{'arch': 'swiglu', 'sv': [1.]}], p), folder=folder)
+    row = verify.ArchCheck(**{f.name: None for f in dataclasses.fields(verify.ArchCheck)} | dict(arch='swiglu', sv=[1.]))
+    return C('save_rows', 'path', lambda: verify.save_rows([row], p), folder=folder)
 
 @pytest.fixture(scope='module')
 def folder(tmp_path_factory): return tmp_path_factory.mktemp('fuzz')
