@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test export clean-nbs readme docs bench setup browser fashion-mnist reproduce
+.PHONY: demo test export clean-nbs readme docs bench bench-monitor setup browser fashion-mnist reproduce
 
 setup: $(STAMP)
 
@@ -51,9 +51,16 @@ REPRODUCE_THREADS ?= 1
 reproduce: $(STAMP)
 	OMP_NUM_THREADS=$(REPRODUCE_THREADS) $(BIN)/python tools/reproduce.py $(ARGS)
 
-# Engine speed: table on stdout, results in bench.json (ARGS="--device cuda" on a GPU; ARGS="--quick" for a smoke run)
+# Engine speed: table on stdout, results in bench.json (ARGS="--device cuda" on a GPU; ARGS="--quick" for a smoke run).
+# Every benchmark is a module of conslaw_nb.bench, run with python -m (each takes --help): cli (this one), monitor, found,
+# check, carry; nbs/15c_bench.cli.ipynb lists what each measures.
 bench: $(STAMP)
-	$(BIN)/python tools/bench.py $(ARGS)
+	$(BIN)/python -m conslaw_nb.bench.cli $(ARGS)
+
+# The monitor's cost on a ~100M-parameter transformers LM: its build cold and warm, and update() beside a training step, each
+# measurement in a fresh process; results in bench_monitor.json (ARGS="--pairs 1 --layers 2 --no-profile" for a smoke run)
+bench-monitor: $(STAMP)
+	$(BIN)/python -m conslaw_nb.bench.monitor $(ARGS)
 
 readme: $(STAMP)
 	$(BIN)/python tools/readme.py nbs/index.ipynb README.md

@@ -1,7 +1,9 @@
 """The benchmark's pieces compute what they claim (correctness only, no timing asserts): the straightforward baseline and
 the floor agree with the engine and the theory on tiny cases, the anchor rows check their counts, the summary judges
-targets, tools/bench.py turns its command line into a `BenchConfig`, and tools/gpu_check.py runs its steps (on the CPU here)."""
-import importlib.util, json, os, subprocess, sys
+targets, `python -m conslaw_nb.bench.cli` (`make bench`) turns its command line into a `BenchConfig`, the other benchmarks
+(`python -m conslaw_nb.bench.monitor`, `.found`, `.check`, `.carry`) read and refuse theirs, the monitor's driver runs each
+measurement in a fresh `python -m` process, and tools/gpu_check.py runs its steps (on the CPU here)."""
+import json, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
@@ -11,6 +13,11 @@ from conslaw_nb.paper.attention import mha_problem
 from conslaw_nb.bench.cases import (baseline_count, floor_count, timed, taking_turns, turn_range, fit_exponent, power_fit)
 from conslaw_nb.bench.anchors import linear_row, relu_row
 from conslaw_nb.bench.run import judge, _width_count, BenchConfig, TARGETS
+from conslaw_nb.bench.cli import bench_args
+import conslaw_nb.bench.monitor as bench_monitor
+from conslaw_nb.bench.found import found_args
+from conslaw_nb.bench.check import check_args
+from conslaw_nb.bench.carry import carry_args
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_problem(3, 5), 'mha': mha_problem(2, 4, 2, T=3), 'rope': mha_problem(2, 4, 2, T=3, rope=True)}
@@ -53,21 +60,53 @@ def test_timed_returns_the_result():
     res, sec, peak = timed(lambda: torch.zeros(3).sum().item(), memory=True)
     assert res == 0 and peak >= 0
 
-def _script():
-    spec = importlib.util.spec_from_file_location('bench_script', ROOT/'tools'/'bench.py')
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-    return mod
-
-def test_script_reads_the_command_line(tmp_path):
-    cfg = _script().parse(['--quick', '--out', str(tmp_path/'b.json'), '--max-d', '12', '--threads', '2'])
+def test_make_bench_reads_the_command_line(tmp_path):
+    cfg = bench_args(['--quick', '--out', str(tmp_path/'b.json'), '--max-d', '12', '--threads', '2'])
     assert cfg == BenchConfig(quick=True, out=str(tmp_path/'b.json'), max_d=12, threads=2)
     assert (cfg.reps, cfg.budget_s, cfg.monitor_reps) == (1, 20., 5)
-    assert _script().parse([]) == BenchConfig()
+    assert bench_args([]) == BenchConfig()
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='a CUDA device is present')
-def test_script_refuses_a_missing_cuda_device():
-    with pytest.raises(SystemExit): _script().parse(['--device', 'cuda'])
+def test_make_bench_refuses_a_missing_cuda_device():
+    with pytest.raises(SystemExit): bench_args(['--device', 'cuda'])
     with pytest.raises(ValueError, match='no CUDA device'): BenchConfig(device='cuda')
+
+def test_each_benchmark_reads_and_refuses_its_command_line(capsys):
+    "The defaults of the old scripts, and a bad value refused by argparse (exit status 2) before any work"
+    a = bench_monitor.monitor_args([])
+    assert (a.arch, a.layers, a.batch, a.seq, a.pairs, a.warmup, a.out) == ('gpt2', 12, 4, 128, 8, 2, 'bench_monitor.json')
+    assert bench_monitor.monitor_args(['--arch', 'llama-1b']).layers == 22
+    assert vars(found_args([])) == dict(widths=[8, 12, 16], reference_max_d=12, out='bench_found.json')
+    assert vars(check_args([])) == dict(blocks='attention,mlp,moe', widths='full', old=False, max_gb=9., census=None)
+    assert vars(carry_args([])) == dict(config=['phi-3-mini'], out='bench_carry.json')
+    for parse, bad in [(bench_monitor.monitor_args, ['--pairs', '0']), (bench_monitor.monitor_args, ['--seq', '1']),
+                       (found_args, ['--widths', 'x']), (check_args, ['--blocks', 'ffn']), (check_args, ['--census', 'nope']),
+                       (carry_args, ['--config', 'nope'])]:
+        with pytest.raises(SystemExit) as e: parse(bad)
+        assert e.value.code == 2, bad
+    assert 'ffn is none of attention, mlp, moe' in capsys.readouterr().err
+
+def test_monitor_driver_runs_each_measurement_as_a_module(tmp_path, monkeypatch):
+    "The driver starts `python -m conslaw_nb.bench.monitor ... --one` three times, sharing one cache, and gathers their results"
+    runs = []
+    def fake_run(cmd, env, check):
+        runs.append((cmd, env['CONSLAW_CACHE'], env['OMP_NUM_THREADS']))
+        out = cmd[cmd.index('--out', cmd.index('--one')) + 1]
+        timing = dict(update_over_step=dict(median=.01, n=1), update=dict(median=.002), step=dict(median=.2))
+        Path(out).write_text(json.dumps(dict(build=dict(seconds=1.5), timing=timing) if '--build-only' not in cmd else dict(build=dict(seconds=3.))))
+    monkeypatch.setattr(bench_monitor.subprocess, 'run', fake_run)
+    res = bench_monitor.monitor_benchmark(['--pairs', '1', '--threads', '2', '--cache', str(tmp_path/'c'), '--out', str(tmp_path/'m.json')])
+    assert [c[:3] for c, _, _ in runs] == [[sys.executable, '-m', 'conslaw_nb.bench.monitor']] * 3
+    assert all('--one' in c for c, _, _ in runs) and {(e, t) for _, e, t in runs} == {(str(tmp_path/'c'), '2')}
+    assert list(res) == ['build, cache empty (cold)', 'built at initialization', 'built after 2 warm-up steps']
+    assert json.loads((tmp_path/'m.json').read_text()) == res
+
+@pytest.mark.parametrize('mod', ['cli', 'monitor', 'found', 'check', 'carry'])
+def test_each_benchmark_runs_as_a_module(mod):
+    "`python -m conslaw_nb.bench.<mod> --help`: the module's command line is its entry point"
+    r = subprocess.run([sys.executable, '-m', f'conslaw_nb.bench.{mod}', '--help'], capture_output=True, text=True,
+                       env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert r.returncode == 0 and f'python -m conslaw_nb.bench.{mod}' in r.stdout, r.stderr
 
 def _gpu_check(*args):
     return subprocess.run([sys.executable, str(ROOT/'tools'/'gpu_check.py'), *args], capture_output=True, text=True,
