@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test export clean-nbs readme docs bench bench-monitor setup browser fashion-mnist reproduce
+.PHONY: demo test test-slow export clean-nbs readme docs bench bench-monitor setup browser fashion-mnist reproduce
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2
 	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
+
+# The tests marked slow too (a minute or more each: the census of families from their published configs), and the slow notebook cells
+test-slow: $(STAMP) browser
+	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2 --flags slow
+	CONSLAW_CACHE=off OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup tests --slow
 
 export: $(STAMP)
 	$(BIN)/nbdev_export

@@ -1,5 +1,6 @@
 "Shared test settings: hypothesis runs derandomized (reproducible in CI) and counts the cases it tried."
 import os
+import pytest
 from hypothesis import settings, HealthCheck
 import torch
 
@@ -41,3 +42,15 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter):
     if CASES:
         terminalreporter.write_line(f"property cases tried: {sum(CASES.values())} ({', '.join(f'{k}: {v}' for k, v in sorted(CASES.items()))})")
+
+def pytest_addoption(parser):
+    parser.addoption('--slow', action='store_true', help='also run the tests marked slow (a minute or more each: `make test-slow`)')
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'slow: a minute or more each; skipped unless --slow (`make test-slow`), as nbdev_test skips #| slow cells')
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption('--slow'): return
+    skip = pytest.mark.skip(reason='slow: run with --slow (make test-slow)')
+    for item in items:
+        if 'slow' in item.keywords: item.add_marker(skip)
