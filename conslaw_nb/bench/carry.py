@@ -11,6 +11,7 @@ from ..discovery.found import tiny_transformer, law_blocks
 from ..survey.published import census
 from ..survey.families import published
 from .monitor import peak_rss
+from ..engine.core import atomic_write
 
 # %% ../../nbs/15g_bench.carry.ipynb #9a629fef
 NOT_SIZES = ('architectures', 'torch_dtype', 'transformers_version', 'auto_map', '_name_or_path', 'model_type', 'vocab_size',
@@ -65,7 +66,7 @@ def carry_benchmark(argv=None)->list:
     warnings.simplefilter('ignore')
     out = [r for n in a.config for r in carry_rows(n)]
     for r in out: print(r)
-    with open(a.out, 'w') as f: json.dump(out, f, indent=1, default=str)
+    atomic_write(a.out, lambda f: json.dump(out, f, indent=1, default=str))   # a run cut short leaves no half-written file
     return out
 
 # %% ../../nbs/15g_bench.carry.ipynb #05ab9162

@@ -8,7 +8,7 @@ __all__ = ['FOUND_CONFIGS', 'attention_block', 'found_row', 'found_args', 'found
 # %% ../../nbs/15e_bench.found.ipynb #745c444e
 import argparse, json, warnings
 import torch
-from ..engine.core import as_functional
+from ..engine.core import as_functional, atomic_write
 from ..hf.adapters import capture_calls
 from ..discovery.found import tiny_transformer, transformer_blocks, adapt_found
 from ..discovery.lawsearch import Ansatz, law_nullspace
@@ -65,7 +65,7 @@ def found_benchmark(argv=None)->list:
         for fam in FOUND_CONFIGS:
             rows.append(found_row(fam, d, d <= a.reference_max_d))
             print(rows[-1], flush=True)
-    with open(a.out, 'w') as f: json.dump(rows, f, indent=1)
+    atomic_write(a.out, lambda f: json.dump(rows, f, indent=1))   # a run cut short leaves no half-written file
     return rows
 
 # %% ../../nbs/15e_bench.found.ipynb #80469998

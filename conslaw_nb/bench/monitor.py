@@ -11,6 +11,7 @@ import argparse, cProfile, ctypes, functools, gc, io, json, os, platform, pstats
 import torch, transformers
 import conslaw_nb.monitor as mon_mod, conslaw_nb.hf.adapters as ad_mod, conslaw_nb.discovery.found as disc_mod, conslaw_nb.engine.count as pde_mod
 from ..monitor import ConservationMonitor
+from ..engine.core import atomic_write
 
 # %% ../../nbs/15d_bench.monitor.ipynb #69e1b59d
 MONITOR_ARCHS = {  # ~100M parameters at 12 layers, float32; and a 1.1B one for the build alone
@@ -417,7 +418,7 @@ def monitor_overhead(argv=None)->dict:
         res['held_after_run'] = held_tensors(monitor, [model, opt], own)
         if not a.no_profile: res['profile'] = _profile(monitor)
         _print_table(a, res)
-    with open(a.out, 'w') as f: json.dump(res, f, indent=1, default=str)
+    atomic_write(a.out, lambda f: json.dump(res, f, indent=1, default=str))
     if not a.build_only: _say(f"\nwrote {a.out}")
     return res
 
@@ -455,7 +456,7 @@ def monitor_benchmark(argv=None)->dict:
         with open(args[-1]) as f: out[what] = json.load(f)
     print('\n==== summary')
     for line in _summary(out): print(line)
-    with open(a.out, 'w') as f: json.dump(out, f, indent=1, default=str)
+    atomic_write(a.out, lambda f: json.dump(out, f, indent=1, default=str))
     return out
 
 # %% ../../nbs/15d_bench.monitor.ipynb #2a91fdf9

@@ -6,7 +6,7 @@
 __all__ = ['PROBED', 'CONFIGS', 'Family', 'family_of', 'load_config', 'sizes_of', 'published']
 
 # %% ../../nbs/13b_survey.families.ipynb #1ce02ea8
-import difflib, json, warnings
+import difflib, functools, json, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -38,8 +38,9 @@ _SYNONYMS = dict(      # size symbol -> the names transformers' configs give it 
     L=('num_hidden_layers', 'n_layer', 'n_layers', 'num_layers'), V=('vocab_size',))
 _MLA = ('r_q', 'r_kv', 'd_nope', 'd_rope', 'd_v')
 
+@functools.cache
 def _default_config(model_type:str):
-    "transformers' config of `model_type` at its defaults: its fields and `attribute_map`"
+    "transformers' config of `model_type` at its defaults: its fields and `attribute_map` (read, never changed: made once per type)"
     import transformers
     return transformers.AutoConfig.for_model(model_type)
 
