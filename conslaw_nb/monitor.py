@@ -8,7 +8,7 @@ __all__ = ['LAW_KINDS', 'CONTROL_KINDS', 'DEGREE', 'QUAD_KINDS', 'FAMILIES', 'CO
            'ConservationMonitor', 'inner_optimizer', 'OptimizerReading', 'read_optimizer']
 
 # %% ../nbs/11_monitor.ipynb #1518a82a
-import functools, math, time, warnings
+import functools, json, math, time, warnings
 from dataclasses import dataclass
 from typing import Callable
 import torch
@@ -16,6 +16,8 @@ from torch import nn, Tensor
 from fastcore.basics import patch
 from .engine.core import check_int, check_choice, finite_checks
 from .discovery.found import law_blocks
+from .hf.adapters import STRUCTURES
+from .engine.scales import abs_parts, scale_plan, planned_scale, plan_json, plan_of_json
 from .discovery.lawtext import block_of
 
 # %% ../nbs/11_monitor.ipynb #7c0f5712
@@ -120,27 +122,13 @@ def _found_eval(a, fams:list, Q:dict, controls:bool=True, scale:bool=False, quad
         if controls: out[f.control] = V[f.cols][:, None]
     return out
 
-# %% ../nbs/11_monitor.ipynb #28be4355
-def _abs_parts(rows:Callable, Q:dict, deg:dict, only:list=None)->tuple:
-    """({kind: matched scale rows}, {kind: [param names it touches]}) of a block's stated rows, from |θ| one parameter at a time
-    (`only`: these parameters, the ones the kinds asked for touch)"""
-    A = {n: v.abs() for n, v in Q.items()}
-    base, scale, touch = rows(A), {}, {}
-    for n in (Q if only is None else only):
-        up = rows(A | {n: 2 * A[n]})      # 2^p − 1 times the part of degree p in parameter n (the laws are sums of such parts)
-        for k, v in up.items():
-            part = (v - base[k]).abs() / (2 ** deg.get(k, 2) - 1)
-            if part.any(): touch.setdefault(k, []).append(n)
-            scale[k] = scale.get(k, 0) + part
-    return {k: scale.get(k, torch.zeros_like(v)) for k, v in base.items()}, touch
-
 # %% ../nbs/11_monitor.ipynb #8312a120
 def _read_blocks(model:nn.Module):
     "`law_blocks` of `model` read in eval mode (dropout off), each submodule's training flag restored after"
     flags = {m: m.training for m in model.modules()}
     try:
         model.eval()
-        return law_blocks(model)
+        return law_blocks(model, copies=False)          # the monitor reads the live weights: no float64 copy of the model
     finally:
         for m, t in flags.items(): m.training = t
 
@@ -176,6 +164,10 @@ def _read_names(a, P:dict, found:bool)->list:
         a.controls(R)
     return [n for n in a.param_names if n in R.seen]
 
+def _structure(a)->tuple:
+    "What makes two blocks alike for the monitor: class, configuration read, parameter names and shapes"
+    return type(a.module).__qualname__, repr(sorted(a.meta.items())), tuple((n, tuple(p.shape)) for n, p in a.params.items())
+
 # %% ../nbs/11_monitor.ipynb #803ff693
 def _unwrap(model:nn.Module)->nn.Module:
     "The model inside DistributedDataParallel / accelerate wrappers (`.module`) and torch.compile (`._orig_mod`), however nested"
@@ -210,13 +202,17 @@ class ConservationMonitor:
         self._logc = {}                                # parameter -> log of its decay factor Π(1 − τ_k λ) so far
         self._unknown = set()                          # parameters decayed through an optimizer's buffers: no known factor
         self._reads, self._scratch = {}, {}            # block prefix -> the parameter names its laws read; float64 buffers by shape
-        self._setup({pre + n: v for (_, a), pre in zip(self.blocks, self._prefix) for n, v in a.params.items()})
+        self._alike, self._held = {}, {}               # (`_structure`, what) -> names read, scale plan; buffers of the scales
+        self._setup(dict(self.model.named_parameters()))
         for _, a in self.blocks: a.params = {n: torch.empty(p.shape, device='meta') for n, p in a.params.items()}   # shapes only
         self.build_seconds = time.perf_counter() - t0  # what building it took (reading the blocks, θ0's laws and scales)
     def _block_params(self, P, pre, a)->dict:
         "The block's parameters its laws and controls read, from the full-name dict `P`, in float64 (cast into reused buffers)"
         names = self._reads.get(pre)
-        if names is None: names = self._reads[pre] = _read_names(a, {n: P[pre + n] for n in a.param_names}, pre[:-1] in self._found)
+        if names is None:
+            k = (_structure(a), 'names')
+            if k not in self._alike: self._alike[k] = _read_names(a, {n: P[pre + n] for n in a.param_names}, pre[:-1] in self._found)
+            names = self._reads[pre] = self._alike[k]
         return {n: self._f64(n, P[pre + n].detach()) for n in names}
     def _f64(self, n:str, v:Tensor)->Tensor:
         "`v` in float64: itself when it is, else cast into a buffer kept for parameter `n` of a block (blocks alike reuse it)"
@@ -242,17 +238,20 @@ def laws(self:ConservationMonitor,
     "The laws (and controls) of every block in float64 on `P`"
     if P is None: P = dict(self.model.named_parameters())
     controls, out = self.controls if controls is None else controls, {}
-    with torch.no_grad(), finite_checks(False):          # the weights were checked when the blocks were read
-        for (name, a), pre in zip(self.blocks, self._prefix):
-            if only is not None and name not in only: continue
-            Q = self._block_params(P, pre, a)
-            bufs = [q for q in Q.values() if any(q is b for b in self._scratch.values())]
-            if name in self._found:
-                r = _found_eval(a, self._found[name], Q, controls, quad=quad)
-                c = a.controls(Q) if not self._found[name] and controls else {}
-            else: r, c = a.rows_and_controls(Q) if controls else (a.law_rows(Q), {})    # one pass: the Grams give both
-            out |= {(k, name): _own(v, bufs) for k, v in r.items() if v.numel()} | {(k, name): _own(v, bufs) for k, v in c.items()}
+    for (name, a), pre in zip(self.blocks, self._prefix):
+        if only is None or name in only: out |= self._block_laws(name, a, self._block_params(P, pre, a), controls, quad)
     return out
+
+@patch
+def _block_laws(self:ConservationMonitor, name:str, a, Q:dict, controls:bool, quad:bool=False)->dict:
+    "(kind, block name) -> rows of one block's laws (and controls) on its float64 parameters `Q`"
+    bufs = [q for q in Q.values() if any(q is b for b in self._scratch.values())]
+    with torch.no_grad(), finite_checks(False):          # the weights were checked when the blocks were read
+        if name in self._found:
+            r = _found_eval(a, self._found[name], Q, controls, quad=quad)
+            c = a.controls(Q) if not self._found[name] and controls else {}
+        else: r, c = a.rows_and_controls(Q) if controls else (a.law_rows(Q), {})    # one pass: the Grams give both
+    return {(k, name): _own(v, bufs) for k, v in r.items() if v.numel()} | {(k, name): _own(v, bufs) for k, v in c.items()}
 
 # %% ../nbs/11_monitor.ipynb #46a65832
 CONTROL_OF = {'qk': 'q_norm', 'vo': 'v_norm', 'swiglu': 'down_norm', 'gate': 'router_norm'}   # a stated law kind -> its control
@@ -267,10 +266,11 @@ ZERO_LAW = torch.finfo(torch.float64).eps ** 0.5   # a law below this fraction o
 @patch
 def _setup(self:ConservationMonitor, P:dict):
     "h(θ0), the matched scales, and per key: family, degree, law or control, its control, the parameters it touches (`P`: θ0)"
-    self.h0, self.scale0 = self.laws(P), {}
+    self.h0, self.scale0 = {}, {}
     self.family, self.degree, self.is_law, self.control_of, self.touches, self.homogeneous = {}, {}, {}, {}, {}, {}
     for (name, a), pre in zip(self.blocks, self._prefix):
-        Q = self._block_params(P, pre, a)
+        Q = self._block_params(P, pre, a)                # cast once: h(θ0) and the scales read it
+        self.h0 |= {k: v.clone() for k, v in self._block_laws(name, a, Q, self.controls).items()}   # (a row may view a live weight)
         if name in self._found:
             s = _found_eval(a, self._found[name], Q, self.controls, scale=True)
             for (k, b), v in self.h0.items():            # a block without laws: its parameters' squared norm, a control
@@ -283,14 +283,17 @@ def _setup(self:ConservationMonitor, P:dict):
                     self.touches[(k, name)], self.homogeneous[(k, name)] = [pre + p for p in f.params], f.homogeneous or not law
                 self.control_of[(f.kind, name)] = (f.control, name) if self.controls else None
         else:
-            s, touch = _abs_parts(lambda R: _rows(a, R, self.controls), Q, _DEG)
-            ctrl = set(a.controls(Q))
+            s, touch = self._scales(a, Q)
+            ck = (_structure(a), 'controls')             # which kinds are controls: one evaluation per structure
+            if ck not in self._alike: self._alike[ck] = set(a.controls(Q))
+            ctrl = self._alike[ck]
             for k in s:
                 key = (k, name)
                 self.family[key], self.degree[key], self.is_law[key] = block_family(k, a), _DEG.get(k, 2), k not in ctrl
                 self.touches[key], self.homogeneous[key] = [pre + n for n in touch.get(k, [])], True
                 if self.is_law[key]: self.control_of[key] = (CONTROL_OF[k], name) if self.controls and k in CONTROL_OF else None
         self.scale0 |= {(k, name): v for k, v in s.items() if (k, name) in self.h0}
+    self._held.clear()
     self._dens()
 
 # %% ../nbs/11_monitor.ipynb #2998310c
@@ -317,6 +320,31 @@ def _rel(d:Tensor, den:Tensor, now:Callable)->float:
 
 # %% ../nbs/11_monitor.ipynb #d45d130c
 @patch
+def _scales(self:ConservationMonitor, a, Q:dict)->tuple:
+    "({kind: matched scale rows}, {kind: [parameters it touches]}) of a stated block on `Q`: from its structure's `scale_plan`"
+    rows, key = (lambda R: _rows(a, R, self.controls)), (_structure(a), 'plan')
+    if key not in self._alike:
+        sk = 'scale_plan:' + json.dumps([*map(str, key[0]), self.controls])       # kept with the structure checks
+        known = STRUCTURES.get(sk)
+        if 'plan' in known: self._alike[key] = plan_of_json(known['plan'], {n: v.shape for n, v in Q.items()})
+        else:
+            self._alike[key] = scale_plan(rows, Q)
+            STRUCTURES.put(sk, plan=plan_json(self._alike[key]))
+    plan = self._alike[key]
+    if plan is None: return abs_parts(rows, Q, _DEG)
+    A = {n: torch.abs(v, out=self._buffer(('abs', n), v)) for n, v in Q.items()}      # |θ| into buffers blocks alike reuse
+    zeros = lambda v: self._buffer(('zero', None), v, zero=True)
+    return planned_scale(rows, A, plan, zeros), {k: [n for n in Q if n in m or n in p] for k, (m, p) in plan.items()}
+
+@patch
+def _buffer(self:ConservationMonitor, what:tuple, v:Tensor, zero:bool=False)->Tensor:
+    """A float64 buffer shaped like `v`, kept for `what` and reused by blocks alike while the scales are read (`zero`: filled with
+    0 once, never written to); `_setup` and `_scale_now` let them go"""
+    k = (*what, tuple(v.shape), v.device)
+    if k not in self._held: self._held[k] = (torch.zeros if zero else torch.empty)(v.shape, dtype=torch.float64, device=v.device)
+    return self._held[k]
+
+@patch
 def _scale_now(self:ConservationMonitor, key:tuple)->Tensor:
     "The matched scale of `key`'s rows at the current weights (only needed for a law whose every term was 0 at θ0)"
     P, name = dict(self.model.named_parameters()), key[1]
@@ -325,7 +353,8 @@ def _scale_now(self:ConservationMonitor, key:tuple)->Tensor:
     Q = self._block_params(P, pre, a)
     if name in self._found:
         s = _found_eval(a, self._found[name], Q, True, scale=True) | {'param_norm': a.controls(Q).get('param_norm')}
-    else: s = _abs_parts(lambda R: _rows(a, R), Q, _DEG)[0]
+    else: s = self._scales(a, Q)[0]
+    self._held.clear()
     return s[key[0]].norm(dim=1)
 
 @patch

@@ -4,7 +4,7 @@ import pytest, torch
 from torch import nn
 from conslaw_nb.engine.count import count_laws
 from conslaw_nb.engine import check_laws
-from conslaw_nb.hf.adapters import adapt, init_generic
+from conslaw_nb.hf.adapters import adapt, init_generic, STRUCTURES
 from conslaw_nb.hf import NotStated
 from conslaw_nb.zoo import module_zoo
 from conslaw_nb.discovery.found import law_blocks, adapt_found, tiny_transformer, TINY_CONFIGS
@@ -135,6 +135,8 @@ def test_adapt_refuses_a_forward_it_does_not_reproduce(monkeypatch):
     def wrong(*args):
         kw = orig(*args); f = kw['f']; kw['f'] = lambda p, x: 1.001*f(p, x); return kw
     monkeypatch.setattr(R, 'READERS', [(t, wrong if r is orig else r, w) for t, r, w in R.READERS])
+    monkeypatch.setenv('CONSLAW_CACHE', 'off')          # a reader patched here is new code: what the structure cache holds
+    monkeypatch.setattr(STRUCTURES, 'mem', {})          # (checked with the true reader) does not speak for it
     with pytest.raises(NotStated, match='not the module.s own forward'): adapt(m)
 
 def test_adapt_bad_modules():

@@ -295,11 +295,11 @@ def _none_found(model:nn.Module)->str:
     return f"no block found: law_blocks looked for {LOOKED_FOR}; {type(model).__name__} holds {held}"
 
 # %% ../../nbs/09c_discovery.found.ipynb #d1b10005
-def _read(m, kind, call, seq_len, check, count_max_D, model=None, path=None):
+def _read(m, kind, call, seq_len, check, count_max_D, model=None, path=None, *, copies=True):
     """adapt (stated laws, checked), else adapt_found, or past count_max_D in a transformers model `carry_found`, with
     `meta['stated']` saying why the stated theory was not used"""
     if reader_of(m) is not None:
-        try: return adapt(m, seq_len, check=check, count_max_D=count_max_D, call=call)
+        try: return adapt(m, seq_len, check=check, count_max_D=count_max_D, call=call, copies=copies)
         except NotStated as e: why = str(e).replace(FOUND_HINT, '')
     else: why = f'{type(m).__name__}: no stated theory for this layout'
     if sum(p.numel() for p in m.parameters()) > count_max_D and hasattr(model, 'config'):
@@ -325,12 +325,13 @@ def law_blocks(
     seq_len:int=4,       # tokens of the example batch a transformers model is run on (and attention's T)
     check:bool=True,     # `adapt`'s checks on the stated laws (found laws are always checked)
     count_max_D:int=COUNT_MAX_D,  # largest block counted by the engine
+    copies:bool=True,    # float64 copies of each stated block's weights in `a.params`; False: shapes only (see `adapt`)
 )->Blocks:               # [(module path, Adapted)], outermost first, and `.skipped`
     "Every attention, MLP/MoE and mixer block of `model`, with laws that were checked for its configuration"
     if not isinstance(model, nn.Module): raise TypeError(f"`model` must be an nn.Module, got {type(model).__name__}")
     if isinstance(model, nn.parallel.DistributedDataParallel): model = model.module
     check_eval(model, 'model')
-    if reader_of(model) is not None: return Blocks([('', adapt(model, seq_len, check=check, count_max_D=count_max_D))])
+    if reader_of(model) is not None: return Blocks([('', adapt(model, seq_len, check=check, count_max_D=count_max_D, copies=copies))])
     out, skipped = [], []
     if hasattr(model, 'config') and hasattr(model, 'main_input_name'):      # transformers: read as its model calls it
         found, other = transformer_blocks(model)
@@ -348,13 +349,13 @@ def law_blocks(
             if call is None:
                 skipped.append(_lost(path, m, "the forward on the example batch never called it", _STEP_CALL))
                 continue
-            try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D, model, path)))
+            try: out.append((path, _read(m, kind, call, seq_len, check, count_max_D, model, path, copies=copies)))
             except ValueError as e: skipped.append(_lost(path, m, str(e), _STEP_READ))
     else:
         taken = []
         for name, m in model.named_modules():
             if any(name == t or name.startswith(t + '.') for t in taken) or reader_of(m) is None: continue
-            out.append((name, adapt(m, seq_len, check=check, count_max_D=count_max_D)))
+            out.append((name, adapt(m, seq_len, check=check, count_max_D=count_max_D, copies=copies)))
             taken.append(name)
     if skipped: warnings.warn(f"law_blocks: {len(skipped)} blocks not read (see .skipped): " + '; '.join(f'{p}: {r}' for p, r in skipped[:3]))
     return Blocks(out, skipped, '' if out or skipped else _none_found(model))

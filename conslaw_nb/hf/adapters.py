@@ -8,7 +8,7 @@ __all__ = ['FORWARD_TOL', 'STATUSES', 'COUNT_MAX_D', 'FOUND_HINT', 'CHECK_SAMPLE
            'StructureChecks', 'adapt']
 
 # %% ../../nbs/07b_hf.adapters.ipynb #79a1349c
-import copy, inspect, json, math
+import copy, hashlib, inspect, json, math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 import torch
@@ -209,22 +209,58 @@ class StructureChecks:
         p = self.file()
         if disk and p is not None and p.is_file(): p.unlink()
 
+# %% ../../nbs/07b_hf.adapters.ipynb #9e1a7ed1
+def _digest(v)->str:
+    "A text that names `v`'s value: tensors by shape, dtype and a hash of their bytes, containers elementwise, anything else by repr"
+    if isinstance(v, Tensor):
+        b = v.detach().cpu().flatten().contiguous().view(torch.uint8).numpy().tobytes()
+        return f"T{tuple(v.shape)}{v.dtype}:{hashlib.sha1(b).hexdigest()[:16]}"
+    if isinstance(v, (tuple, list)): return '(' + ','.join(map(_digest, v)) + ')'
+    if isinstance(v, dict): return '{' + ','.join(f"{k!r}:{_digest(v[k])}" for k in sorted(v, key=repr)) + '}'
+    return repr(v)
+
+def _key(module:nn.Module, meta:dict, params:dict, seq_len:int)->str:
+    "The structure of a block (what its checks depend on): class, configuration read, parameter names and shapes, T"
+    return json.dumps([type(module).__qualname__, repr(sorted(meta.items())), [[n, list(p.shape)] for n, p in params.items()], seq_len])
+
+def _forward_key(key:str, call)->str: return 'forward:' + key + (_digest(call.rest) + _digest(call.kwargs) if call is not None else '')
+
+def _settled(key:str, call, ref, D:int, count_max_D:int)->bool:
+    "Every check of `_verify` is known for this structure and call: nothing needs the block's values"
+    known = STRUCTURES.get(key)
+    count = 'twin' in known if D > count_max_D else key in COUNTED
+    return ref is not None and 'forward' in STRUCTURES.get(_forward_key(key, call)) and 'laws' in known and count
+
+def _forward(a:'Adapted', ref, key:str, call)->tuple:
+    "(relative gap of `a.f` from the module's own forward, where it was measured): once per structure and call (`_digest`)"
+    name, fkey = type(a.module).__name__, _forward_key(key, call)
+    known = STRUCTURES.get(fkey)
+    if 'forward' in known: return known['forward'], 'forward checked on a block of this structure and call earlier'
+    probe_dtype(a)
+    rel = forward_gap(a.f, a.params, ref, a.inputs(3, torch.Generator().manual_seed(12345)))
+    if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
+                                               f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
+    STRUCTURES.put(fkey, forward=rel)
+    return rel, None
+
 # %% ../../nbs/07b_hf.adapters.ipynb #a16a48e2
 STRUCTURES = StructureChecks()
 COUNTED = {}   # (class, configuration read, parameter shapes, T) -> LawCount: the count is generic in θ, so a model's
                 # layers of one configuration (and a monitor built again on the same model) are counted once per process
 
-def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None)->BlockCheck:
-    "Check what `a` states: `a.f` is the module's forward, the laws hold, the engine counts `n_laws`; NotStated naming what disagreed"
+def _verify(a:'Adapted', ref, count_max_D:int, seq_len:int=4, causal=None, call:Call=None)->BlockCheck:
+    """Check what `a` states: `a.f` is the module's forward, the laws hold, the engine counts `n_laws`; NotStated naming what
+    disagreed. Each is a property of the block's structure (class, configuration read, shapes, T; the forward also of its call),
+    so a model's layers of one structure are checked once (`STRUCTURES`)"""
     name, out, how = type(a.module).__name__, BlockCheck(), []
-    X = a.inputs(3, torch.Generator().manual_seed(12345))
-    if ref is None: how.append("forward not run: another mask than the module's own")
+    key = _key(a.module, a.meta, a.params, seq_len)
+    if ref is None:
+        probe_dtype(a)
+        how.append("forward not run: another mask than the module's own")
     else:
-        rel = out.forward = forward_gap(a.f, a.params, ref, X)
+        out.forward, said = _forward(a, ref, key, call)
         getattr(ref, 'release', list)()
-        if not rel <= FORWARD_TOL: raise NotStated(f"{name}: adapt's model `a.f` is not the module's own forward as its model calls it "
-                                                   f"(relative difference {rel:.1e} on fresh inputs, tolerance {FORWARD_TOL:g})")
-    key = json.dumps([type(a.module).__qualname__, repr(sorted(a.meta.items())), [[n, list(p.shape)] for n, p in a.params.items()], seq_len])
+        if said: how.append(said)
     D, known = sum(p.numel() for p in a.params.values()), STRUCTURES.get(key)
     if 'laws' in known:
         out.laws = known['laws']
@@ -259,6 +295,8 @@ def adapt(
     check:bool=True,     # check before stating: forward = the module's, laws hold, count = `n_laws` (up to `count_max_D`)
     count_max_D:int=COUNT_MAX_D,  # largest D whose count `check` runs (past it, `a.checked.how` says where it was counted)
     call:Call=None,      # how its model calls it (`capture_calls`); None: a transformers block's own model, built from its config
+    copies:bool=True,    # keep float64 copies in `a.params`; False: shapes only, on the meta device (copies are made only for checks
+                         # this structure has not had: what a monitor, which reads the live weights, needs)
 )->Adapted:
     "Read a block (ours, plain torch or transformers) for `count_laws(a.f, a.params, a.inputs)` and `check_laws(a.laws, ...)`"
     if not isinstance(module, nn.Module): raise TypeError(f"`module` must be an nn.Module, got {type(module).__name__}")
@@ -273,7 +311,7 @@ def adapt(
                 "`conslaw_nb.discovery.found.law_blocks(model)` to get them all") if inner else ''
         raise NotStated(f"adapt does not support `module` = {type(module).__name__}{hint}. Supported: "
                         + '; '.join(w for _, _, w in READERS) + ('' if inner else FOUND_HINT))
-    params = float64_params(module)
+    shapes = float64_params(module, copy=False)             # refuses meta and non-finite parameters before any work
     check_eval(module)
     if call is not None and call.data: raise NotStated(
         f"{type(module).__name__} is called with arguments computed from the data beside its hidden states "
@@ -281,11 +319,12 @@ def adapt(
         "its hidden states alone" + FOUND_HINT)
     try:
         kw = read(module, seq_len, causal, call)
-        ref = kw.pop('ref')
-        if ref is not None: ref.use(params)                  # the reference forward on the float64 copies just made
+        ref, D = kw.pop('ref'), sum(p.numel() for p in shapes.values())
+        need = copies or (check and not _settled(_key(module, kw.get('meta', {}), shapes, seq_len), call, ref, D, count_max_D))
+        params = float64_params(module) if need else shapes
+        if ref is not None and need: ref.use(params)         # the reference forward on the float64 copies just made
         a = Adapted(module=module, params=params, **kw)
-        if check:
-            probe_dtype(a)
-            a.checked = _verify(a, ref, count_max_D, seq_len, causal)
+        if check: a.checked = _verify(a, ref, count_max_D, seq_len, causal, call)
+        if not copies: a.params = shapes
     except NotStated as e: raise NotStated(str(e) + FOUND_HINT) from None
     return a

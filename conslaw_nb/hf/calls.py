@@ -19,16 +19,19 @@ from ..engine.core import exact_ops, gaussian_inputs
 class NotStated(ValueError):
     "adapt cannot state this block's laws: a configuration its theory does not cover, or a check that disagreed"
 
-def float64_params(m:nn.Module)->dict:
+def float64_params(
+    m:nn.Module,         # a module with initialised parameters
+    copy:bool=True,      # False: the same checks, and tensors of the same shapes on the meta device (no values, no memory)
+)->dict:
     "Float64 copies of a module's parameters, refusing the uninitialised ones"
     P = {}
     for n, p in m.named_parameters():
         if p.is_meta: raise ValueError(f"`module` ({type(m).__name__}): parameter {n!r} is on the meta device and holds no values: "
                                        "materialise and initialise it first, e.g. module.to_empty(device='cpu') then its init")
-        if not torch.isfinite(p.sum(dtype=torch.float64)) and not torch.isfinite(p).all():   # a sum is finite iff every entry is
+        if not torch.isfinite(p.sum()) and not torch.isfinite(p).all():   # a finite sum: every entry is (an overflow: the exact test)
             raise ValueError(f"`module` ({type(m).__name__}): parameter {n!r} has non-finite entries: modules built from a config start "
                              "uninitialised (torch.empty); initialise them first, e.g. model.apply(model._init_weights)")
-        P[n] = p.detach().to(torch.float64, copy=True)
+        P[n] = p.detach().to(torch.float64, copy=True) if copy else torch.empty(p.shape, dtype=torch.float64, device='meta')
     return P
 
 def float64_buffers(m:nn.Module)->dict:
