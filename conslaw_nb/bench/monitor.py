@@ -285,7 +285,7 @@ def _held(monitor, model, opt)->tuple:
     own = {t_.untyped_storage().data_ptr() for t_ in list(model.parameters()) + list(model.buffers())}
     held = held_tensors(monitor, [model, opt], own)
     h0_b = sum(v.numel() * v.element_size() for d in (monitor.h0, monitor.scale0) for v in d.values())
-    params_b = sum(p.numel() * p.element_size() for _, m in monitor.blocks for p in m.params.values())
+    params_b = sum(p.numel() * p.element_size() for _, m in monitor.blocks for p in m.params.values() if not p.is_meta)  # shapes hold none
     rec = dict(reachable_tensors=held, h0_and_scale0_bytes=h0_b, block_param_copies_bytes=params_b,
                block_params=sum(p.numel() for _, m in monitor.blocks for p in m.params.values()))
     _say(f"  holds {fmt_b(held['bytes'])} of tensors ({', '.join(f'{k} {fmt_b(v)}' for k, v in held['by_dtype'].items())}): "
