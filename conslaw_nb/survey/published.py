@@ -20,12 +20,12 @@ from ..engine.core import random_params, atomic_write, cache_folder, code_digest
 from ..engine.count import count_laws
 from ..hf.adapters import adapt, NotStated, BlockCheck
 from ..hf.calls import float64_buffers, batched_experts
-from ..discovery.found import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates,
+from ..discovery.found import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates, D_FF_NAMES,
                                   NOT_LAYOUT)
 from ..discovery.carry import template_expr
 from .formulas import (infer_count_formula, infer_parts_formula, fit_count_formula, formula_domain, Domain,
                                  format_sizes)
-from .families import Family, family_of, CONFIGS, published, sizes_of, load_config
+from .families import Family, family_of, CONFIGS, published, sizes_of, load_config, default_config, rotary_over, TWIN_ROPE_BASE
 
 # %% ../../nbs/13c_survey.published.ipynb #55a6cef2
 def _hf_config(model_type:str, cfg:dict, **over):
@@ -67,6 +67,7 @@ class BlockGroup:
     D: int                  # parameters of one such block at the config's sizes
     moe: bool = False
     layer_norm: bool = False   # a LayerNorm inside the block (BERT's post-norms): degenerate at widths 1 and 2, so twins keep d >= 3
+    table: str = ''            # an embedding table inside the block (T5's relative-position buckets): its path, e.g. 'SelfAttention.relative_attention_bias'
 
 def block_groups(model_type:str, cfg:dict)->list:
     "The distinct blocks of the model built on the meta device, each with the layers that hold it"
@@ -80,12 +81,13 @@ def block_groups(model_type:str, cfg:dict)->list:
         key = (kind, cls, _layer_kind(m), shapes, '.'.join(p if not p.isdigit() else '#' for p in parts))
         moe = kind == 'mlp' and any(len(s) == 3 for _, s in shapes)
         ln = any(isinstance(x, nn.LayerNorm) for x in m.modules())
-        g = groups.setdefault(key, BlockGroup(kind, cls, _layer_kind(m), path, [], sum(math.prod(s) for _, s in shapes), moe, ln))
+        tab = next((n for n, x in m.named_modules() if isinstance(x, nn.Embedding)), '')
+        g = groups.setdefault(key, BlockGroup(kind, cls, _layer_kind(m), path, [], sum(math.prod(s) for _, s in shapes), moe, ln, tab))
         g.layers.append(idx)
     return list(groups.values())
 
 # %% ../../nbs/13c_survey.published.ipynb #5fa7e331
-_SMALL = dict(d=4, H=2, H_kv=1, d_k=2, d_ff=3, d_e=2, E=4, k=2, S=1, r_q=2, r_kv=2, d_nope=2, d_rope=2, d_v=2)  # sizes a twin keeps
+_SMALL = dict(d=4, H=2, H_kv=1, d_k=2, d_r=2, d_ff=3, d_e=2, E=4, k=2, S=1, r_q=2, r_kv=2, d_nope=2, d_rope=2, d_v=2)  # sizes a twin keeps
 _TWIN_GROUPS = 2      # group-limited routing (DeepSeek-V3) on twins: its smallest case, 2 groups of experts with 1 chosen
 
 def _twin_groups(cfg:dict)->int: return _TWIN_GROUPS if (cfg.get('n_group') or 1) > 1 else 1
@@ -100,14 +102,21 @@ def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int, *, own_groups:bo
         else: s['d'] = s['H']*s['d_k']
     elif 'H' not in sizes and 'G' not in sizes: s |= dict(H=1, H_kv=1)              # an MLP's twin: one head, any width
     s['H_kv'] = min(s['H_kv'], s['H'])
+    if fam.rotary and 'd_r' not in sizes: s['d_r'] = min(s['d_r'], s['d_k'] - s['d_k'] % 2)   # partial RoPE: up to 2 rotary dims
     lost = {k: v for k, v in sizes.items() if s[k] != v}
+    if fam.rotary and s['d_r'] > s['d_k']: raise ValueError(f"{model_type}: a twin cannot rotate d_r = {s['d_r']} of d_k = {s['d_k']} dims")
     if lost: raise ValueError(f"{model_type}: a twin cannot have the sizes {lost} (heads and widths do not fit together)")
     over = {fam.keys[k]: v for k, v in s.items() if k in fam.keys and k not in ('L', 'V') and not (k == 'd_k' and not fam.head_dim)}
     if 'E' in fam.keys and cfg.get('n_group'):
         own = own_groups or cfg['n_group'] == 1
         over |= dict(n_group=cfg['n_group'], topk_group=cfg.get('topk_group', 1)) if own else dict(n_group=_TWIN_GROUPS, topk_group=1)
+    if fam.rotary: over |= rotary_over(cfg, s['d_r'], s['d_k'])
+    over |= {'decoder_' + k[8:]: v for k, v in over.items() if k.startswith('encoder_') and cfg.get('decoder_' + k[8:]) == cfg.get(k)}  # BART, Whisper
     over[fam.keys.get('L', 'num_hidden_layers')] = idx + 1
+    over['num_hidden_layers'] = idx + 1                 # the same, where the config maps it (T5's num_layers), so the two never disagree
     over['vocab_size'] = 16
+    eos = cfg.get('eos_token_id', getattr(default_config(model_type), 'eos_token_id', None))
+    if isinstance(eos, int) and eos >= 16: over['eos_token_id'] = 15   # inside the twin's vocabulary (CLIP's text model pools at it)
     if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
     if cfg.get('sliding_window'): over['sliding_window'] = 2
     return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over | fam.fixed
@@ -138,10 +147,10 @@ def _twin_model(model_type, cfg, group, sizes, stated:dict, config:dict=None):
 def _vars(fam:Family, group:BlockGroup)->tuple:
     "The sizes a block's count may depend on: those of its kind that the family has (MLA heads have d_nope + d_rope, no d_k)"
     if group.kind == 'attention':
-        v = (('G', 'H_kv') if 'H_kv' in fam.keys else ('H',)) + ('d_k', 'r_q', 'r_kv', 'd_nope', 'd_rope', 'd_v') + (('d',) if fam.head_dim else ())
+        v = (('G', 'H_kv') if 'H_kv' in fam.keys else ('H',)) + ('d_k', 'd_r', 'r_q', 'r_kv', 'd_nope', 'd_rope', 'd_v') + (('d',) if fam.head_dim else ())
     elif group.moe: v = ('d', 'd_e' if 'd_e' in fam.keys else 'd_ff', 'E', 'k', 'S')
     else: v = ('d', 'd_ff')
-    return tuple(x for x in v if x in fam.keys or x == 'G' or (x == 'd_k' and 'd_nope' not in fam.keys))
+    return tuple(x for x in v if x in fam.keys or x == 'G' or (x == 'd_k' and 'd_nope' not in fam.keys) or (x == 'd_r' and fam.rotary))
 
 _MLA_PARTS = (('H', 'd_nope', 'd_v'), ('r_q',), ('r_kv',), ('d_rope',), ('d',))   # sizes that may interact, fitted together
 
@@ -169,6 +178,9 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
     dom = dict(fit, d_k=([2, 4, 6, 8, 10, 12] if fam.head_dim else [2, 4, 6, 8]) if even else [1, 2, 3, 4, 5], d=[4, 8],
                d_ff=[1, 2, 3, 5, 8], E=[2*ng, 3*ng, 4*ng], k=[1, 2], d_v=[1, 2, 3, 4])
     if group.kind == 'mlp': fit['d'], dom['d'] = [2, 4], [1, 2, 3] if not even or fam.head_dim else [2, 4, 6]
+    if fam.rotary:                                # partial RoPE: any head size d_k, its rotary dims d_r even and at most d_k
+        fit |= dict(d_k=[6, 7, 8], d_r=[2, 4, 6])
+        dom |= dict(d_k=[6, 7, 8, 9], d_r=[2, 4, 6])
     if group.layer_norm:                          # a LayerNorm over d in the block: the fit keeps d >= 3, the domain crosses d <= 2
         if group.kind == 'mlp': fit['d'], dom['d'] = [3, 4], [1, 2, 3, 4]
         elif not fam.head_dim: fit['d_k'] = [3, 4, 5]
@@ -177,6 +189,9 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
         fit |= dict(d=[8, 10], E=[6, 8])      # domain crosses d < E; the sizes fitted in three parts, confirmed where all change
         dom |= dict(d=[2, 4, 8], d_e=[1], E=[4, 8, 12], k=[1, 2], S=[1])
         parts = tuple(p for p in (('d_e', 'E', 'S'), ('d',), ('k',)) if set(p) <= set(vs))
+    if len(vs) == 1 and len(fit[vs[0]]) < 5:      # one size (an MLP whose width is a multiple of d: BLOOM, MPT): 5 twins, 2 held out
+        x = fit[vs[0]]
+        fit[vs[0]] = x + [x[-1] + (x[-1] - x[0])*i for i in range(1, 6 - len(x))]
     return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}, parts
 
 _MAX_POINTS = 64      # largest fit grid of a block (counts): past it the census says so instead of fitting
@@ -279,10 +294,11 @@ def _found_words(f, shapes:dict, inputs, sizes:dict)->list:
 
 def _carried_words(model_type:str, cfg:dict, group:BlockGroup)->Optional[list]:
     "The laws as families with the sizes as symbols (`carry_templates` on twins of the block), or None where they are not carried"
-    sk = _skeleton(model_type, cfg)
+    sk, dff = _skeleton(model_type, cfg), family_of(model_type, cfg).keys.get('d_ff')
+    if group.kind == 'mlp' and dff and dff not in D_FF_NAMES: return None   # discovery's twins would keep its width (T5's d_ff = 2048): too slow
     blk = next((b for p, k, b in transformer_blocks(sk)[0] if p == group.path), None)
     try: T, _ = carry_templates(sk, group.path, blk, group.kind)
-    except ValueError: return None
+    except (ValueError, AttributeError, TypeError, RuntimeError): return None   # twins discovery cannot make (Jamba's layer_types): found words
     return ['carried from twins: ' + template_expr(t) for t in T] or ['none']
 
 
@@ -316,7 +332,8 @@ def _established(model_type:str, cfg:dict, group:BlockGroup, r, stated:dict, par
     sf = fit_count_formula([tuple(x['sizes'].values()) for x in r.rows], st, names) if same and len(parts) == 1 else None
     is_stated = same and (len(parts) > 1 or sf.expr is not None and sp.simplify(sf.expr - r.expr) == 0)
     roles = [x['role'] for x in r.rows]
-    how = (f"engine counts on {roles.count('fit')} twins fitted, {roles.count('held out')} held out confirm it; domain from "
+    third = f" and {roles.count('outside')} at a third head count" if 'outside' in roles else ''
+    how = (f"engine counts on {roles.count('fit')} twins fitted, {roles.count('held out')} held out{third} confirm it; domain from "
            f"{len(r.domain.rows)} twins across the boundaries" + (f" ({r.reason})" if len(parts) > 1 else ''))
     if is_stated:
         m, call = _twin_block(model_type, cfg, group, small)
@@ -328,6 +345,17 @@ def _established(model_type:str, cfg:dict, group:BlockGroup, r, stated:dict, par
     return _own_grouping(model_type, cfg, group, out) if group.moe and _twin_groups(cfg) > 1 else out
 
 # %% ../../nbs/13c_survey.published.ipynb #c3a1b007
+def _third(fit:dict, group:BlockGroup)->list:
+    """Twins off the fit grid, each at a third value of a head count seen at two (G, H_kv): where d = H·d_k, a law per input row of
+    each head (Command R+'s q/k LayerNorm) grows as G²·H_kv²·d_k, which a fit over two values of each takes for a line"""
+    if group.kind != 'attention' or 'd' in fit: return []
+    return [{k: v[0] for k, v in fit.items()} | {s: fit[s][-1] + 1} for s in ('G', 'H_kv') if len(fit.get(s, ())) == 2]
+
+def _law_key(model_type:str, cfg:dict, g:BlockGroup)->tuple:
+    """The key of a block's formula (`FORMULAS`, the cache file): its family, class, layer kind, layout, and its place in every layer
+    (its path, layer numbers as #), so that an encoder's and a decoder's blocks of one class (BART's, T5's) are each established"""
+    return (model_type, g.cls, g.layer_kind, g.moe, _layout_key(model_type, cfg), '.'.join('#' if p.isdigit() else p for p in g.path.split('.')))
+
 def block_law(
     model_type:str,         # the config's model_type (any transformers knows)
     cfg:dict,               # the model's config (a dict)
@@ -337,7 +365,14 @@ def block_law(
     workers:int=None,       # processes that count the twins (`count_rows`); None: `WORKERS`
 )->BlockLaw:
     "The count formula of one block, fitted on twins and confirmed on held-out twins, with its domain, provenance and laws in words"
-    key = (model_type, group.cls, group.layer_kind, group.moe, _layout_key(model_type, cfg))
+    if group.kind not in ('attention', 'mlp'):         # a state-space mixer (Mamba's, Jamba's): no sizes of it are varied on twins
+        return _refused(model_type, group, (), f"not established: {group.cls} is a {group.kind} (a state-space sequence mixer): census has no "
+                        "twin sizes for its state, convolution and expansion; count a twin with `law_blocks(tiny_transformer(...))`")
+    if group.table:                                    # rows a twin's 4 tokens never reach have no gradient: conserved, but only on twins
+        return _refused(model_type, group, (), f"not established: {group.cls} holds a table of positions ({group.table}) whose rows "
+                        "a twin's 4 tokens reach only in part (the rows never reached are conserved there and not in a long sequence): "
+                        "its count depends on the sequence length, which twins cannot reach")
+    key = _law_key(model_type, cfg, group)
     if key in FORMULAS: return FORMULAS[key]
     if (hit := _cached(key, cache)) is not None:
         FORMULAS[key] = hit
@@ -346,10 +381,15 @@ def block_law(
     names = tuple(fit)
     n = sum(math.prod(len(fit[k]) for k in p) for p in parts)
     stated, build, w = {}, lambda **s: _twin_model(model_type, cfg, group, s, stated), workers or WORKERS
-    if n > _MAX_POINTS: r = None
-    elif len(parts) > 1: r = infer_parts_formula(build, fit, dom, parts, seeds, count_kw=_QUIET, workers=w)
-    else: r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET, workers=w)
-    if r is None:
+    try:
+        if n > _MAX_POINTS: r = None
+        elif len(parts) > 1: r = infer_parts_formula(build, fit, dom, parts, seeds, count_kw=_QUIET, workers=w)
+        else: r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET, workers=w, outside=_third(fit, group))
+    except ValueError as e:                            # transformers cannot build a twin at some size: this block has no number
+        if not str(e).startswith('`build` failed'): raise
+        r = _refused(model_type, group, names, f"not established: a twin of it cannot be made: {' '.join(str(e).split())[:300]}")
+    if isinstance(r, BlockLaw): out = r
+    elif r is None:
         out = _refused(model_type, group, names, f"not established: its count may depend on {len(names)} sizes ({', '.join(names)}), "
                        f"a fit grid of {n} twins (the census fits at most {_MAX_POINTS}); count a twin with "
                        "`law_blocks(tiny_transformer(...))` or `adapt_found(block)`")
@@ -383,14 +423,14 @@ class CensusRow:
                     checked=None if k is None else dict(status=k.status, forward=k.forward, laws=k.laws, inputs=k.inputs, how=str(k)))
 
 def _label(g:BlockGroup)->str:
-    k = 'MoE' if g.moe else 'MLP' if g.kind == 'mlp' else 'attention'
+    k = 'MoE' if g.moe else 'MLP' if g.kind == 'mlp' else g.kind
     return k + {'sliding_attention': ' (sliding)', 'full_attention': ' (full)'}.get(g.layer_kind, '')
 
 def _row(model_type:str, cfg:dict, sizes:dict, g:BlockGroup, max_params:int, seeds, cache=None, workers=None)->CensusRow:
     "A block's row: the formula's value inside its domain; outside it an engine count on the block at the config's sizes, or no number"
     l = block_law(model_type, cfg, g, seeds, cache, workers)
     row = lambda v, src, note='', status='ok': CensusRow(_label(g), g.cls, len(g.layers), g.D, l, v, src, note, 'none' if v is None and status == 'ok' else status)
-    if l.expr is None: return row(None, 'none', f"{_label(g)} ({g.cls}): no number: {l.reason}")
+    if l.expr is None: return row(None, 'none', f"{_label(g)} ({g.cls} at {g.path}): no number: {l.reason}")
     broken = l.domain.failing(**sizes)
     if not broken: return row(_subs(l.expr, sizes), 'formula')
     head = f"outside the formula's domain ({' and '.join(broken)} fails at the config)"
@@ -462,10 +502,33 @@ class Census:
                f"parameters ({self.D:,} in the whole model). Sizes: {', '.join(f'{k}={v:,}' for k, v in self.sizes.items())}."
                + (f" Whole model: {fmt(self.whole)} laws: {self.whole_note}." if self.whole_note else ''))
         chk = [f"{r.block} ({r.cls}): {r.checked}" for r in self.rows if r.checked is not None]
-        return '\n'.join([head, *body]) + tot + ''.join(f"\n\n{n}" for n in self.notes + [r.note for r in self.rows if r.note] + chk)
+        return ('\n'.join([head, *body]) + tot + '\n\n' + self.how() +
+                ''.join(f"\n\n{n}" for n in self.notes + [r.note for r in self.rows if r.note] + chk))
+    def how(self)->str:
+        "Per block, one line saying how its count was established, then its laws in words (a markdown list)"
+        out = [f"- **{r.block}** ({r.cls}), {r.law.provenance}: {r.law.reason}" + ''.join(f"\n  - {w}" for w in r.law.words or ['no laws named'])
+               for r in self.rows]
+        return "How each count was established, and the laws in words:\n\n" + '\n'.join(out)
     def __repr__(self): return self.markdown()
 
 # %% ../../nbs/13c_survey.published.ipynb #6ba268ef
+def _cold(model_type:str, cfg:dict, g:BlockGroup, cache)->bool:
+    "Will `block_law` count twins for `g`? Not where this process or the cache file holds its formula (the key `block_law` uses)"
+    key = _law_key(model_type, cfg, g)
+    return key not in FORMULAS and _cached(key, cache) is None
+
+def _bar(progress:bool, total:int, name:str):
+    "A tqdm bar (on stderr) over `total` steps of cold work; none (a disabled bar) without progress or work"
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=f"census {name}", unit='step', disable=not (progress and total), leave=False)
+
+def _step(bar, what:str, counts:bool, fn, *args):
+    "`fn(*args)`, shown on the bar as `what` and counted as one step where `counts`"
+    if counts: bar.set_postfix_str(what)
+    out = fn(*args)
+    if counts: bar.update()
+    return out
+
 def census(
     config_or_model,        # a transformers config.json path, a config dict, a transformers config, or a model (its config is read)
     name:str=None,          # what to call it (default: the file name, or the model_type)
@@ -477,6 +540,7 @@ def census(
     cache=None,             # a folder where formulas are kept between runs (`formula_cache`); None: $CONSLAW_CACHE, or none
     *,
     workers:int=None,       # processes that count twins (forked, on the CPU); None: `WORKERS`, up to 2
+    progress:bool=False,    # a tqdm bar on stderr over the cold work: blocks whose twins are counted, checks, the whole model
     **overrides,            # config fields to set (`conslaw census --model-type llama --set hidden_size=64 ...`)
 )->Census:
     "The conservation laws of every distinct block of a model at its real sizes, from its config alone: formulas, domains, values, provenance"
@@ -486,22 +550,28 @@ def census(
     sizes = sizes_of(mt, cfg)                             # refuses a missing size before any heavy work
     groups = sorted(block_groups(mt, cfg), key=lambda g: (g.layers[0], g.kind != 'attention'))
     D = sum(p.numel() for p in _skeleton(mt, cfg).parameters())
-    rows = [_row(mt, cfg, sizes, g, max_params, seeds, cache, workers) for g in groups]
+    cold = [g for g in groups if progress and _cold(mt, cfg, g, cache)]   # what neither this process nor the cache holds
+    bar = _bar(progress, len(cold) + (len(groups) if check else 0) + bool(whole), name or mt)
+    rows = [_step(bar, f"{_label(g)} ({g.cls}): twins", g in cold, _row, mt, cfg, sizes, g, max_params, seeds, cache, workers) for g in groups]
     nm = name or (Path(config_or_model).stem if isinstance(config_or_model, (str, Path)) else mt)
     c = Census(nm, mt, sizes, rows, D, notes)
     if check:
+        bar.total = bar.n + sum(r.law.provenance == 'stated' for r in rows) + bool(whole)   # the steps left: stated blocks checked
         for r, g in zip(rows, groups):
-            if r.law.provenance == 'stated': r.checked = check_block(mt, cfg, g, check_max_params or CHECK_MAX_PARAMS)
+            if r.law.provenance == 'stated':
+                r.checked = _step(bar, f"{r.block}: check at full width", True, check_block, mt, cfg, g, check_max_params or CHECK_MAX_PARAMS)
             else: r.checked = BlockCheck(how="not checked at full width: its laws were found on twins, not stated by a theory, and are not carried to "
                              "the config's sizes; `adapt_found` on a twin gives them")
     if whole:
         if not family_of(mt, cfg).whole: c.whole_note = f"no number: transformers has no causal LM of {mt}, so no whole twin can be built"
         elif c.n_laws is None: c.whole_note = "no number: a block has none"
         else:
-            try: w = whole_law(mt, cfg, seeds, workers).value(sizes)
+            bar.total = bar.n + 1                                                        # the step left: the whole model
+            try: w = _step(bar, "whole model: twins", True, whole_law, mt, cfg, seeds, workers).value(sizes)
             except (ValueError, RuntimeError, TypeError, KeyError, AttributeError, StopIteration) as e:
                 w = WholeCount(None, f"no number: whole twins of {mt} could not be built or counted ({type(e).__name__}: {e})")
             c.whole, c.whole_note = w.n_laws, w.how
+    bar.close()
     c.seconds = time.perf_counter() - t0
     return c
 
@@ -548,6 +618,8 @@ class WholeLaw:
         "The laws of the whole model at `sizes`, or None and why"
         if self.expr is None or self.domain is None or self.domain.inequalities is None:
             why = 'no formula' if self.expr is None else self.domain.reason if self.domain else 'no domain'
+            if self.expr is None and getattr(self.fit, 'reason', None):      # why: a block without one, or the whole twins' counts
+                why += ': a block has none' if self.fit.expr is not None else f": the whole twins' counts: {self.fit.verdict}, {self.fit.reason}"
             return WholeCount(None, f"no whole-model formula with a domain ({why})")
         deep = [x['sizes'] for x in self.fit.rows if x['role'] != 'fit' and x['match']] + \
                [x['sizes'] for x in self.domain.rows if x['sizes']['L'] > 1 and x['verdict'] == 'holds']
@@ -580,6 +652,8 @@ def whole_law(
     key = (model_type, _layout_key(model_type, cfg))
     if key in WHOLE_LAWS: return WHOLE_LAWS[key]
     t0, fam = time.perf_counter(), family_of(model_type, cfg)
+    if fam.rotary: raise ValueError(f"whole twins keep heads of d_k = 2, rotated whole: the partial RoPE of {model_type} (a fraction "
+                                    f"{fam.rotary} of each head) is not on them, so no whole-model formula is fitted")
     fixed = (dict(H_kv=1, G=2, d_ff=3, V=12) if 'H_kv' in fam.keys else dict(H=2, d_ff=3, V=12)) | dict(d_k=2)
     grid, dom = _whole_grids(fam, fixed, fam.head_dim)
     hv = None if fam.head_dim else 'G' if 'H_kv' in fam.keys else 'H'     # the size that sets the width d on the twins
