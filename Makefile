@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow export clean-nbs readme docs bench bench-monitor setup browser fashion-mnist reproduce
+.PHONY: demo test test-slow export clean-nbs readme docs bench bench-monitor bench-census setup browser fashion-mnist reproduce
 
 setup: $(STAMP)
 
@@ -66,6 +66,12 @@ bench: $(STAMP)
 # measurement in a fresh process; results in bench_monitor.json (ARGS="--pairs 1 --layers 2 --no-profile" for a smoke run)
 bench-monitor: $(STAMP)
 	$(BIN)/python -m conslaw_nb.bench.monitor $(ARGS)
+
+# How fast the census answers (issue 52): `conslaw --help`, a family never seen, a 7-8B config of a family seen before, and the
+# census from the cache, each in a fresh process on a cache folder of its own; results in bench_census.json
+# (ARGS="--new gpt2-xl --seen gpt2" for two other configs of one family)
+bench-census: $(STAMP)
+	$(BIN)/python -m conslaw_nb.bench.census $(ARGS)
 
 readme: $(STAMP)
 	$(BIN)/python tools/readme.py nbs/index.ipynb README.md

@@ -1,7 +1,7 @@
 """The benchmark's pieces compute what they claim (correctness only, no timing asserts): the straightforward baseline and
 the floor agree with the engine and the theory on tiny cases, the anchor rows check their counts, the summary judges
 targets, `python -m conslaw_nb.bench.cli` (`make bench`) turns its command line into a `BenchConfig`, the other benchmarks
-(`python -m conslaw_nb.bench.monitor`, `.found`, `.check`, `.carry`) read and refuse theirs, the monitor's driver runs each
+(`python -m conslaw_nb.bench.monitor`, `.found`, `.check`, `.carry`, `.census`) read and refuse theirs, the monitor's driver runs each
 measurement in a fresh `python -m` process, and tools/gpu_check.py runs its steps (on the CPU here)."""
 import json, os, subprocess, sys
 from pathlib import Path
@@ -18,6 +18,7 @@ import conslaw_nb.bench.monitor as bench_monitor
 from conslaw_nb.bench.found import found_args
 from conslaw_nb.bench.check import check_args
 from conslaw_nb.bench.carry import carry_args
+from conslaw_nb.bench.census import census_bench_args, timed_process, config_of, CENSUS_TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {'swiglu': swiglu_problem(3, 5), 'mha': mha_problem(2, 4, 2, T=3), 'rope': mha_problem(2, 4, 2, T=3, rope=True)}
@@ -101,7 +102,7 @@ def test_monitor_driver_runs_each_measurement_as_a_module(tmp_path, monkeypatch)
     assert list(res) == ['build, cache empty (cold)', 'built at initialization', 'built after 2 warm-up steps']
     assert json.loads((tmp_path/'m.json').read_text()) == res
 
-@pytest.mark.parametrize('mod', ['cli', 'monitor', 'found', 'check', 'carry'])
+@pytest.mark.parametrize('mod', ['cli', 'monitor', 'found', 'check', 'carry', 'census'])
 def test_each_benchmark_runs_as_a_module(mod):
     "`python -m conslaw_nb.bench.<mod> --help`: the module's command line is its entry point"
     r = subprocess.run([sys.executable, '-m', f'conslaw_nb.bench.{mod}', '--help'], capture_output=True, text=True,
@@ -145,3 +146,19 @@ def test_width_count_target_reads_auto_and_misses_a_wrong_count():
     for bad in (dict(auto_laws=127), dict(auto_status='ambiguous')):
         t = _width_count({**r, **bad})
         assert t['width_count_minutes'][0] == float('inf') and t['width_count_GB'][0] == float('inf')
+
+def test_census_benchmark_reads_and_refuses_its_command_line(tmp_path):
+    "`make bench-census`: its defaults (Llama-3-70B never seen, then Llama-3-8B), the targets of issue 52, a bad value refused before work"
+    a = census_bench_args([])
+    assert (a.new, a.seen, a.reps, a.workers, a.out) == ('llama-3-70b', 'llama-3-8b', 3, None, 'bench_census.json')
+    assert CENSUS_TARGETS == {'help_process_s': ('<', 1.), 'new_family_process_s': ('<', 60.), 'seen_family_process_s': ('<', 10.),
+                              'cached_call_s': ('<', .5), 'cached_process_s': ('<', 2.)}
+    (tmp_path/'c.json').write_text('{}')
+    assert census_bench_args(['--new', str(tmp_path/'c.json')]).new == str(tmp_path/'c.json')      # a config.json path
+    for bad in (['--reps', '0'], ['--workers', '0'], ['--new', 'gpt5'], ['--seen', str(tmp_path/'none.json')]):
+        with pytest.raises(SystemExit) as e: census_bench_args(bad)
+        assert e.value.code == 2, bad
+    assert config_of('mistral-7b') == ('mistral-7b', ROOT/'conslaw_nb'/'configs'/'mistral-7b.json')
+    dt, out = timed_process([sys.executable, '-c', 'print(6*7)'])
+    assert out == '42\n' and dt > 0
+    with pytest.raises(RuntimeError, match='exit 3'): timed_process([sys.executable, '-c', 'raise SystemExit(3)'])

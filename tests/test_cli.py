@@ -3,11 +3,12 @@
 and the fix (argparse's usage block may come before it), print nothing on stdout, write nothing, and be refused before
 any data is loaded, model built or engine run. Most run in this process through `cli.main`; a few run the installed
 `conslaw` script, to show that no traceback reaches the user."""
-import os, subprocess, sys
+import json, os, re, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
 import conslaw_nb.cli as cli, conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.experiments.training as training
+import conslaw_nb.theorems as theorems, conslaw_nb.survey.atlas as atlas
 CONSLAW = str(Path(sys.executable).with_name('conslaw'))
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1'}
 SETUP = {'afile': 'not a folder', 'notjson.json': '{"model_type": "llama",', 'nomodel.json': '{"hidden_size": 16}',
@@ -140,8 +141,8 @@ def folder(tmp_path):
 @pytest.fixture
 def no_heavy_work(monkeypatch):
     "Data loading, model building, training, the engine's verification, the demo and the atlas all raise `HeavyWork`"
-    for mod, name in [(training, '_dataset'), (training, 'model_for'), (cli, 'train'), (sweeps, 'train'), (cli.V, 'verify'),
-                      (cli, 'demo_run'), (cli.A, 'atlas'), (cli.A, 'atlas_count')]:
+    for mod, name in [(training, '_dataset'), (training, 'model_for'), (training, 'train'), (sweeps, 'train'), (theorems, 'verify'),
+                      (sweeps, 'demo_run'), (atlas, 'atlas'), (atlas, 'atlas_count')]:   # where each subcommand imports them from
         monkeypatch.setattr(mod, name, _heavy)
 
 def fill(argv, d): return [a.replace('{d}', str(d)) for a in argv]
@@ -198,7 +199,7 @@ def test_set_values_are_typed():
 def test_set_reaches_the_config_typed(folder, monkeypatch, capsys):
     "`--set rope_theta=1e4` trains with rope_theta = 10000.0 (a float), `--set n_layer=1` with the integer 1"
     seen = []
-    monkeypatch.setattr(cli, 'train', lambda cfg, progress: seen.append(cfg) or [])
+    monkeypatch.setattr(training, 'train', lambda cfg, progress: seen.append(cfg) or [])
     assert cli.main(['train', '--set', 'rope_theta=1e4', 'n_layer=1', '--quiet', '--out', str(folder/'out')]) == 0
     assert seen[0].overrides == dict(rope_theta=10000.0, n_layer=1) and type(seen[0].overrides['rope_theta']) is float
 
@@ -227,10 +228,99 @@ def test_script_bad_invocation(argv, arg, fix, folder):
 def test_unexpected_error_is_one_line(folder, monkeypatch, capsys):
     "A failure nobody foresaw (here a RuntimeError inside training) is still one line, saying how to see the traceback"
     def boom(cfg, progress): raise RuntimeError('something broke\ninside torch')
-    monkeypatch.setattr(cli, 'train', boom)
+    monkeypatch.setattr(training, 'train', boom)
     monkeypatch.delenv('CONSLAW_TRACEBACK', raising=False)
     rc, out, err = run_main(['train', '--quiet', '--out', str(folder/'out')], capsys)
     assert rc == 1 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
     assert 'something broke' in err and 'CONSLAW_TRACEBACK=1' in err
     monkeypatch.setenv('CONSLAW_TRACEBACK', '1')
     with pytest.raises(RuntimeError, match='something broke'): cli.main(['train', '--quiet', '--out', str(folder/'out')])
+
+# ------------------------------------------------------------------ issue 52, items 5 and 6: what a person reads, and how fast
+ROOT = Path(__file__).resolve().parents[1]
+
+def test_the_choices_kept_in_the_cli_equal_the_library():
+    "The small tuples that keep `conslaw --help` free of torch are the library's own choices"
+    import conslaw_nb.experiments.models as models
+    assert (cli.ARCHS, cli.ATLAS_BLOCKS, cli.ATLAS_QUICK) == (tuple(theorems.ARCHS), tuple(atlas.ATLAS), tuple(atlas.QUICK))
+    assert (cli.TASKS, cli.OPTIMS, cli.SCHEDULES, cli.DTYPES) == (tuple(sorted(training.TASKS)), tuple(training.OPTIMS),
+                                                                 tuple(training.SCHEDULES), tuple(training.DTYPES))
+    assert cli.PRESETS == tuple(sorted(models.PRESETS))
+    assert cli.published_names() == sorted(p[:-5] for p in os.listdir(ROOT/'conslaw_nb'/'configs') if p.endswith('.json'))
+
+@pytest.mark.parametrize('argv', [['--help'], ['census', '--help'], ['atlas', '--block', 'transformer']])
+def test_help_and_argparse_refusals_import_no_torch(argv):
+    code = ("import sys\nfrom conslaw_nb.cli import main\ntry: main(sys.argv[1:])\nexcept SystemExit: pass\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules, file=sys.stderr)")
+    r = subprocess.run([sys.executable, '-c', code, *argv], capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.stderr.strip().splitlines()[-1] == 'False False', r.stderr
+
+def test_version_is_the_packages():
+    "`conslaw --version` prints the version settings.ini declares"
+    version = next(l.split('=')[1].strip() for l in (ROOT/'settings.ini').read_text().splitlines() if l.startswith('version'))
+    r = subprocess.run([CONSLAW, '--version'], capture_output=True, text=True, env=ENV, timeout=120)
+    assert (r.returncode, r.stdout.strip()) == (0, f'conslaw {version}'), r
+
+@pytest.mark.parametrize('sub', ['verify', 'demo', 'train', 'sweep', 'atlas', 'census'])
+def test_every_subcommand_describes_itself(sub):
+    "`conslaw SUB --help` has a description line between its usage and its options, and `conslaw --help` one line for SUB"
+    r = subprocess.run([CONSLAW, sub, '--help'], capture_output=True, text=True, env=ENV, timeout=120)
+    blocks = r.stdout.split('\n\n')
+    assert r.returncode == 0 and blocks[0].startswith('usage:') and not blocks[1].startswith(('options:', 'positional')), r.stdout
+    assert len(blocks[1].split()) >= 4, blocks[1]
+    top = subprocess.run([CONSLAW, '--help'], capture_output=True, text=True, env=ENV, timeout=120).stdout
+    assert re.search(rf'^    {sub}\s+\S', top, re.M), top
+
+def test_published_lists_its_names():
+    "`conslaw census --help` names every config shipped in conslaw_nb/configs"
+    r = subprocess.run([CONSLAW, 'census', '--help'], capture_output=True, text=True, env=ENV, timeout=120)
+    text = ' '.join(r.stdout.split())
+    missing = [p[:-5] for p in os.listdir(ROOT/'conslaw_nb'/'configs') if p.endswith('.json') and p[:-5] not in text]
+    assert r.returncode == 0 and not missing, missing
+
+TINY_GPT2 = dict(model_type='gpt2', n_embd=8, n_head=2, n_layer=1, n_positions=16, vocab_size=16)
+
+def test_census_text_says_how_each_count_was_established_and_its_laws(tmp_path, capsys):
+    """The text of `conslaw census` has, per block, one line saying how its count was established and its laws in words, the
+    same as --json has; GPT-2's attention count is H·d_k·(d_k + 2) (q/k: a symmetric d_k×d_k matrix with the query bias, plus
+    d_k key-bias entries; v/o: a symmetric d_v×d_v matrix, per head: H(d_k(d_k+1)/2 + d_k + d_k(d_k+1)/2)), its GELU MLP none"""
+    (tmp_path/'tiny.json').write_text(json.dumps(TINY_GPT2))
+    assert cli.main(['census', str(tmp_path/'tiny.json'), '--quiet', '--no-cache', '--json', str(tmp_path/'c.json')]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path/'c.json').read_text())[0]['rows']
+    H, dk = 2, 4
+    assert [r['n_laws'] for r in rows] == [H*(dk*(dk + 1)//2 + dk + dk*(dk + 1)//2), 0]
+    for r in rows:
+        line = next(l for l in out.splitlines() if l.startswith(f"- **{r['block']}** ({r['cls']})"))
+        assert r['provenance'] in line and r['how'] in line, line
+        after = out.split(line, 1)[1].splitlines()[1:1 + len(r['laws'])]
+        assert [l.strip()[2:] for l in after] == r['laws'], after
+
+def test_census_from_the_cache_imports_no_torch_and_says_where_it_read(tmp_path):
+    "A census asked again is read back from the cache, the same text, without importing torch; other options compute afresh"
+    (tmp_path/'tiny.json').write_text(json.dumps(TINY_GPT2))
+    argv = ['census', str(tmp_path/'tiny.json'), '--cache', str(tmp_path/'cache'), '--quiet']
+    code = "import sys\nfrom conslaw_nb.cli import main\nrc = main(sys.argv[1:])\nprint('torch' in sys.modules, rc, file=sys.stderr)"
+    run = lambda *a: subprocess.run([sys.executable, '-c', code, *argv, *a], capture_output=True, text=True, env=ENV, timeout=600)
+    first, again, other = run(), run(), run('--max-params', '10')
+    kept = 'kept by a census of this config with this version of the code'
+    assert first.stderr.strip().splitlines()[-1] == 'True 0' and kept not in first.stdout, first.stderr
+    assert again.stderr.strip().splitlines()[-1] == 'False 0', again.stderr
+    assert again.stdout.startswith(first.stdout.rstrip()) and f"(read from {tmp_path/'cache'/'census'}" in again.stdout and kept in again.stdout
+    assert other.stderr.strip().splitlines()[-1] == 'True 0' and kept not in other.stdout, other.stderr
+
+def test_progress_bar_on_cold_work_only_and_on_stderr(tmp_path, capsys, monkeypatch):
+    "A bar on stderr while twins are counted; none on stdout (--json mode included), none when every formula is already held"
+    import conslaw_nb
+    (tmp_path/'tiny.json').write_text(json.dumps(TINY_GPT2 | dict(n_embd=6, n_head=3)))
+    conslaw_nb.clear_caches()
+    monkeypatch.setattr(sys.stderr, 'isatty', lambda: True, raising=False)
+    argv = ['census', str(tmp_path/'tiny.json'), '--no-cache', '--json', str(tmp_path/'c.json')]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert 'census tiny' in err and 'twins' in err and '\r' in err, err
+    assert 'census tiny' not in out and '\r' not in out
+    assert cli.main(argv) == 0                    # the formulas held by this process: no cold work, no bar
+    out, err = capsys.readouterr()
+    assert 'census tiny' not in err and 'census tiny' not in out, err
+    assert cli.main([*argv, '--quiet']) == 0 and 'census tiny' not in capsys.readouterr().err
