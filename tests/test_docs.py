@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT/'tools'/'docs'))
 import build as docs_build  # noqa: E402
 import check_site  # noqa: E402
+# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+pytestmark = pytest.mark.xdist_group('docs')
 
 NBS = docs_build.list_notebooks(ROOT/'nbs')
 PAGES = [docs_build.page_name(nb) + '.html' for nb in NBS]

@@ -4,6 +4,8 @@ visible), a corrupt run file is reported clearly, and run names cannot escape th
 import csv, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
+# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+pytestmark = pytest.mark.xdist_group('experiments_sweeps')
 
 CONSLAW = str(Path(sys.executable).with_name('conslaw'))
 ARGS = ['sweep', '--task', 'ptb', '--lrs', '0.001,0.01,0.1', '--seeds', '0,1', '--steps', '12',

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 import conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.experiments.training as training
+# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+pytestmark = pytest.mark.xdist_group('reproduce')
 KEYS = ['tau_exponent', 'tau_exponent_ci', 'k_exponent', 'k_exponent_ci', 'n_seeds', 'steps', 'regime', 'bound']
 TOOL = Path(__file__).resolve().parents[1]/'tools'/'reproduce.py'
 

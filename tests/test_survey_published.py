@@ -14,6 +14,8 @@ from conslaw_nb.survey.families import published, sizes_of, load_config, CONFIGS
 from conslaw_nb.engine.count import count_laws   # noqa: E402
 from conslaw_nb.engine.core import random_params   # noqa: E402
 from conslaw_nb.survey.atlas import atlas_count   # noqa: E402
+# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+pytestmark = pytest.mark.xdist_group('survey_published')
 
 ROOT = Path(__file__).resolve().parents[1]
 
