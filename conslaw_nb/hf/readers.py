@@ -62,19 +62,45 @@ def _pair(c:Tensor, pairs:str)->Tensor:                          # the two colum
     return c[..., :m] + c[..., m:] if pairs == 'half' else c[..., 0::2] + c[..., 1::2]
 def _bb(b, h): return 0. if b is None else b.view(h, -1)**2      # a bias's squares per head and column
 
-_SQ_ROWS = 64   # rows of W∘W formed at a time along strided memory: a few MB, where the whole W² was as large as W
+_SQ_ROWS = 64        # rows of W∘W formed at a time along strided memory: a few MB, where the whole W² was as large as W
+_CAST_BLOCK = 2**15  # entries cast to float64 at a time along contiguous memory (256 KB: the cache holds them while they are reduced)
 
 def _sq(W:Tensor, dim:int)->Tensor:
-    """Squared norms along `dim` (a value the monitor reads at every step; never the laws the engine differentiates): along
-    contiguous memory `vector_norm`, one pass without a W² copy; along a matrix's strided dimension (a column's norm in row-major
-    memory), where torch's `vector_norm` reduces several times slower, products of ones with W∘W formed `_SQ_ROWS` at a time
-    (4x faster than one product with the whole W∘W at 2048 x 5632; `python -m conslaw_nb.bench.monitor` measures the update)"""
-    if W.dim() != 2 or W.stride(dim) == 1: return torch.linalg.vector_norm(W, dim=dim).square()
-    n, acc, one = W.shape[dim], W.new_zeros(W.shape[1 - dim]), W.new_ones(_SQ_ROWS)
+    """Squared norms along `dim`, in float64 whatever W's dtype (a value the monitor reads at every step; never the laws the
+    engine differentiates). A float64 W along contiguous memory: `vector_norm`, one pass without a W² copy; another dtype: its rows
+    cast `_CAST_BLOCK` entries at a time into float64 the cache holds (no float64 copy of the whole W: the monitor hands a float32
+    model's live weights). Along a matrix's strided dimension (a column's norm in row-major memory), where torch's `vector_norm`
+    reduces several times slower: products of ones with W∘W formed `_SQ_ROWS` at a time (4x faster than one product with the whole
+    W∘W at 2048 x 5632; `python -m conslaw_nb.bench.monitor` measures the update)"""
+    f64 = torch.float64
+    if W.dim() != 2: return torch.linalg.vector_norm(W, dim=dim, dtype=f64).square()
+    if W.stride(dim) == 1 and W.dtype == f64: return torch.linalg.vector_norm(W, dim=dim).square()
+    if W.stride(dim) == 1: return _sq_cast(W, dim)
+    n, acc, one = W.shape[dim], W.new_zeros(W.shape[1 - dim], dtype=f64), W.new_ones(_SQ_ROWS, dtype=f64)
     for i in range(0, n, _SQ_ROWS):
-        S = W.narrow(dim, i, min(_SQ_ROWS, n - i)).square()
+        S = W.narrow(dim, i, min(_SQ_ROWS, n - i)).to(f64).square()
         acc.addmv_(S.T if dim == 0 else S, one[:S.shape[dim]])
     return acc
+
+def _sq_cast(W:Tensor, dim:int)->Tensor:
+    "`_sq` of a matrix `W` that is not float64 along its contiguous `dim`: blocks of whole rows cast into one float64 buffer, reduced"
+    n, rows = W.shape[1 - dim], max(1, _CAST_BLOCK // W.shape[dim])
+    out, buf = W.new_empty(n, dtype=torch.float64), W.new_empty(W.narrow(1 - dim, 0, min(rows, n)).shape, dtype=torch.float64)
+    for i in range(0, n, rows):
+        B = W.narrow(1 - dim, i, min(rows, n - i))
+        C = buf.narrow(1 - dim, 0, B.shape[1 - dim]).copy_(B)
+        torch.linalg.vector_norm(C, dim=dim, out=out.narrow(0, i, B.shape[1 - dim]))
+    return out.square_()
+
+def _gram64(A:Tensor)->Tensor:
+    """Aᵀ A per head of a stack `A` (h, n, dh), in float64 whatever A's dtype: a float64 A in one batched product; another, each
+    head cast into one float64 buffer (laid out as the head is) and multiplied, with no float64 copy of the whole weight"""
+    if A.dtype == torch.float64: return A.mT @ A
+    G, buf = A.new_empty(A.shape[0], A.shape[2], A.shape[2], dtype=torch.float64), torch.empty_like(A[0], dtype=torch.float64)
+    for i in range(A.shape[0]):
+        buf.copy_(A[i])
+        torch.mm(buf.mT, buf, out=G[i])
+    return G
 
 # %% ../../nbs/07a_hf.readers.ipynb #2fbf44cf
 def _attention_laws(L:Layout):
@@ -84,12 +110,13 @@ def _attention_laws(L:Layout):
     V, H, Hkv, rope, qknorm, k_bias, offset = L.view, L.heads, L.kv_heads, L.rope, L.qknorm, L.k_bias, L.offset
     kb = rope or qknorm is not None                          # the key bias joins K's rows (else it has laws of its own)
     grp, pair, bb = (lambda t: _grp(t, Hkv)), (lambda c: _pair(c, L.pairs)), _bb
-    def gram(A): return A.mT @ A                             # (h, n, dh) -> (h, dh, dh)
+    def gram_(A): return A.mT @ A                            # (h, n, dh) -> (h, dh, dh)
     def outer(b, h):
         b = b.view(h, -1)
         return b[:, :, None]*b[:, None, :]
-    def parts(P, fast=False):                                # fast: the monitor's values, never differentiated (`_sq`)
-        w = V(P)
+    def parts(P, fast=False):                                # fast: the monitor's values, never differentiated: any float dtype in,
+        w, gram = V(P), _gram64 if fast else gram_                # float64 out (`_sq`, `_gram64`; biases and gains cast)
+        if fast: w = {k: v if v is None or v.dim() > 1 else v.to(torch.float64) for k, v in w.items()}
         q, v = _heads_view(w['q'], H), _heads_view(w['v'], Hkv)
         sq = (lambda W, h: _sq(W, 1).view(h, -1)) if fast else (lambda W, h: _heads_view(W, h).pow(2).sum(1))
         s = dict(w=w, GV=gram(v), GO=gram(_out_view(w['o'], H)))
@@ -329,7 +356,7 @@ def read_gated_mlp(
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
     def rows(P):                                           # h(P) by `_sq` (the monitor's rows: no W² copy, never differentiated)
         r = _sq(P['down_proj.weight'], 0) - _sq(P['up_proj.weight'], 1)
-        return {'swiglu': (r - P['up_proj.bias']**2 if 'up_proj.bias' in P else r)[:, None]}
+        return {'swiglu': (r - P['up_proj.bias'].to(torch.float64)**2 if 'up_proj.bias' in P else r)[:, None]}
     def controls(P): return {'down_norm': _sq(P['down_proj.weight'], 0)[:, None]}
     def laws(P): return {'swiglu': h(P)}
     def norms(P): return {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
