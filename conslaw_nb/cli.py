@@ -8,7 +8,7 @@ __all__ = ['ARCHS', 'ATLAS_BLOCKS', 'ATLAS_QUICK', 'TASKS', 'OPTIMS', 'SCHEDULES
            'code_key', 'census_file', 'census_cached', 'cmd_census', 'build_parser', 'main', 'run_cli']
 
 # %% ../nbs/14_cli.ipynb #5af0b4a7
-import argparse, hashlib, json, math, os, sys
+import argparse, functools, hashlib, json, math, os, sys
 import conslaw_nb
 from pathlib import Path
 from typing import Optional
@@ -343,18 +343,17 @@ def _cache_dir(args)->Optional[Path]:
     c = args.cache or os.environ.get('CONSLAW_CACHE') or Path(os.environ.get('XDG_CACHE_HOME') or Path.home()/'.cache')/'conslaw_nb'
     return None if str(c).strip().lower() in _OFF else Path(c).expanduser()
 
-_CODE_KEY = {}
+@functools.lru_cache(maxsize=1)
 def code_key()->str:
-    "12 hex digits naming this package's source and the torch and transformers versions installed (read once, importing neither)"
-    if not _CODE_KEY:
-        import importlib.metadata as md
-        h = hashlib.sha256(conslaw_nb.__version__.encode())
-        for pkg in ('torch', 'transformers'):
-            try: h.update(f' {pkg} {md.version(pkg)}'.encode())
-            except md.PackageNotFoundError: h.update(f' {pkg} none'.encode())
-        for p in sorted(Path(conslaw_nb.__file__).parent.rglob('*.py')): h.update(p.read_bytes())
-        _CODE_KEY['key'] = h.hexdigest()[:12]
-    return _CODE_KEY['key']
+    """12 hex digits naming this package's source and the torch and transformers versions installed (read once per process,
+    importing neither; `code_key.cache_clear()` reads them again)"""
+    import importlib.metadata as md
+    h = hashlib.sha256(conslaw_nb.__version__.encode())
+    for pkg in ('torch', 'transformers'):
+        try: h.update(f' {pkg} {md.version(pkg)}'.encode())
+        except md.PackageNotFoundError: h.update(f' {pkg} none'.encode())
+    for p in sorted(Path(conslaw_nb.__file__).parent.rglob('*.py')): h.update(p.read_bytes())
+    return h.hexdigest()[:12]
 
 def census_file(
     folder,                 # the cache folder (None: nothing is kept)
