@@ -89,34 +89,38 @@ def _rope(x, d_r, base=10.):
 def _causal(T, dtype): return torch.full((T, T), float('-inf'), dtype=dtype).triu(1)
 
 
-def _partial_rope_attention(H, dk, dr, G=1):
-    """Causal attention with q, k, v and output biases, RoPE on d_r of the d_k dims of each head, G query heads per key/value head
-    (GPT-NeoX's fused qkv, Phi's and StableLM's separate projections compute the same function)"""
+def _partial_rope_attention(H, dk, dr, G=1, bias=True):
+    """Causal attention with q, k, v and output biases (`bias`; none: GPT-J's, Nemotron's), RoPE on d_r of the d_k dims of each head, G
+    query heads per key/value head (GPT-NeoX's fused qkv, Phi's and StableLM's separate projections compute the same function; GPT-J
+    rotates interleaved pairs, the same group of symmetries)"""
     Hkv, d = H//G, H*dk
     def f(p, X):                                            # X (T, d)
         T = X.shape[0]
-        q = (X @ p['Wq'] + p['bq']).reshape(T, H, dk).transpose(0, 1)
-        k, v = ((X @ p['W' + n] + p['b' + n]).reshape(T, Hkv, dk).transpose(0, 1).repeat_interleave(G, 0) for n in 'kv')
+        b = lambda n: p['b' + n] if bias else 0.
+        q = (X @ p['Wq'] + b('q')).reshape(T, H, dk).transpose(0, 1)
+        k, v = ((X @ p['W' + n] + b(n)).reshape(T, Hkv, dk).transpose(0, 1).repeat_interleave(G, 0) for n in 'kv')
         s = _rope(q, dr) @ _rope(k, dr).transpose(-1, -2)/math.sqrt(dk) + _causal(T, X.dtype)
-        return ((s.softmax(-1) @ v).transpose(0, 1).reshape(T, d) @ p['Wo'] + p['bo']).reshape(-1)
-    shapes = {'Wq': (d, d), 'bq': (d,), 'Wk': (d, Hkv*dk), 'bk': (Hkv*dk,), 'Wv': (d, Hkv*dk), 'bv': (Hkv*dk,), 'Wo': (d, d), 'bo': (d,)}
+        return ((s.softmax(-1) @ v).transpose(0, 1).reshape(T, d) @ p['Wo'] + b('o')).reshape(-1)
+    shapes = {'Wq': (d, d), 'Wk': (d, Hkv*dk), 'Wv': (d, Hkv*dk), 'Wo': (d, d)}
+    shapes |= {'bq': (d,), 'bk': (Hkv*dk,), 'bv': (Hkv*dk,), 'bo': (d,)} if bias else {}
     return f, shapes, lambda n, g: torch.randn(n, 4, d, generator=g, dtype=torch.float64)
 
 
-def _partial_rope(H_kv, d_k, d_r):
+def _partial_rope(H_kv, d_k, d_r, bias=True):
     """Partial RoPE with biases, per key/value head: the pairs it rotates keep one law each (‖Q^(j)‖² − ‖K^(j)‖²), the d_k − d_r dims it
     does not rotate a symmetric Q'ᵀQ' − K'ᵀK' ((d_k − d_r)(d_k − d_r + 1)/2) and the key bias there (d_k − d_r: a shift of every score
-    of a query alike), and VᵀV − OᵀO (d_k(d_k + 1)/2). d_r = d_k is Llama's H_kv(d_k/2 + d_k(d_k + 1)/2), d_r = 0 GPT-2's count"""
+    of a query alike; none without biases), and VᵀV − OᵀO (d_k(d_k + 1)/2). d_r = d_k is Llama's H_kv(d_k/2 + d_k(d_k + 1)/2), d_r = 0
+    GPT-2's count"""
     n = d_k - d_r
-    return H_kv*(d_r//2 + n*(n + 1)//2 + n + d_k*(d_k + 1)//2)
+    return H_kv*(d_r//2 + n*(n + 1)//2 + n*bias + d_k*(d_k + 1)//2)
 
 
-@pytest.mark.parametrize('H, dk, dr, G', [(1, 5, 2, 1), (2, 3, 2, 2)])
-def test_partial_rope_formula_against_the_engine(H, dk, dr, G):
+@pytest.mark.parametrize('H, dk, dr, G, bias', [(1, 5, 2, 1, True), (2, 3, 2, 2, True), (2, 5, 2, 1, False), (3, 3, 2, 3, False)])
+def test_partial_rope_formula_against_the_engine(H, dk, dr, G, bias):
     "The partial-RoPE formula equals the engine's count on the plain forward above at small sizes (d_k = 5, 4, 3: none the census fits)"
-    f, shapes, inputs = _partial_rope_attention(H, dk, dr, G)
+    f, shapes, inputs = _partial_rope_attention(H, dk, dr, G, bias)
     n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(1)), inputs, seed=1, progress=False)
-    assert n.status == 'ok' and n.n_laws == _partial_rope(H//G, dk, dr), (n.n_laws, n.reason)
+    assert n.status == 'ok' and n.n_laws == _partial_rope(H//G, dk, dr, bias), (n.n_laws, n.reason)
 
 
 def _qk_norm_attention(H_kv, G, dk, d, eps=1e-6, whole=False):
@@ -180,20 +184,23 @@ def _gelu_mlp(d, d_ff, bias=True, act=torch.nn.functional.gelu):
     return f, shapes, lambda n, g: torch.randn(n, d, generator=g, dtype=torch.float64)
 
 
-def _moe(d, d_ff, E, k):
+def _moe(d, d_ff, E, k, norm=True, d_s=0):
     """A top-k MoE of SwiGLU experts (Jamba's, Qwen3-MoE's, Mixtral's): router softmax over the E experts, the k largest weights kept and
-    renormalised. Per expert and hidden unit ‖up[i, :]‖² − ‖down[:, i]‖² (E·d_ff), and the router's rows summed (d: adding one vector to
-    every row shifts every logit alike)"""
+    renormalised (`norm`; else kept as they are: Qwen2-MoE's, DeepSeek-V2's). Per expert and hidden unit ‖up[i, :]‖² − ‖down[:, i]‖²
+    (E·d_ff), and the router's rows summed (d: adding one vector to every row shifts every logit alike). `d_s`: Qwen2-MoE's shared SwiGLU
+    expert of width d_s times a sigmoid gate of its own (one law per unit of it, none from the gate)"""
     def f(p, X):                                            # X (n, d) tokens
         w = (X @ p['Wr']).softmax(-1)
         top, idx = w.topk(k, -1)
-        top = top/top.sum(-1, keepdim=True)
+        top = top/top.sum(-1, keepdim=True) if norm else top
         out = 0.
         for e in range(E):
             h = (torch.nn.functional.silu(X @ p['G'][e]) * (X @ p['U'][e])) @ p['D'][e]
             out = out + (top*(idx == e)).sum(-1, keepdim=True)*h
+        if d_s: out = out + torch.sigmoid(X @ p['Wg'])*((torch.nn.functional.silu(X @ p['Gs']) * (X @ p['Us'])) @ p['Ds'])
         return out.reshape(-1)
     shapes = {'Wr': (d, E), 'G': (E, d, d_ff), 'U': (E, d, d_ff), 'D': (E, d_ff, d)}
+    shapes |= {'Wg': (d, 1), 'Gs': (d, d_s), 'Us': (d, d_s), 'Ds': (d_s, d)} if d_s else {}
     return f, shapes, lambda n, g: torch.randn(n, 6, d, generator=g, dtype=torch.float64)
 
 
@@ -204,6 +211,12 @@ def _moe(d, d_ff, E, k):
     (lambda: _gelu_mlp(3, 5), 0), (lambda: _gelu_mlp(3, 5, bias=False), 0),
     (lambda: _gelu_mlp(3, 5, act=lambda x: x*torch.sigmoid(1.702*x)), 0),      # CLIP's quick GELU
     (lambda: _moe(3, 2, 4, 2), 4*2 + 3),                                        # E·d_ff + d
+    (lambda: _moe(3, 2, 4, 2, norm=False, d_s=2), 4*2 + 2 + 3),                 # Qwen2-MoE's: E·d_e + d_s + d
+    (lambda: _moe(3, 1, 4, 2, norm=False, d_s=2), 4*1 + 2 + 3),                 # DeepSeek-V2's shared experts: (E + S)·d_e + d
+    (lambda: _alibi_attention(4, 3, G=4, alibi=False), _plain(1, 3)),           # multi-query with biases (StarCoder): _plain(H_kv, d_k)
+    (lambda: _gelu_mlp(3, 5, act=torch.relu), 5),                               # ReLU with biases (OPT): one law per hidden unit
+    (lambda: _gelu_mlp(3, 5, act=lambda x: torch.relu(x)**2), 5),               # ReLU² (Persimmon): degree 2, one law per unit
+    (lambda: _gelu_mlp(3, 5, bias=False, act=lambda x: torch.relu(x)**2), 5),   # ReLU² without biases (Nemotron)
 ])
 def test_alibi_mlp_and_moe_formulas_against_the_engine(make, want):
     f, shapes, inputs = make()
@@ -288,6 +301,37 @@ def test_qk_layernorm_formula_against_the_engine(H_kv, G, dk):
     assert n.status == 'ok' and n.n_laws == _qk_layernorm(H_kv, G, dk), (n.n_laws, n.reason)
 
 
+def _persimmon_attention(H, dk, dr, eps=1e-5):
+    """Persimmon's attention: fused q, k, v with biases, a LayerNorm (centred, with gain and bias, both of d_k shared by the heads) of each
+    head's q and of its k, RoPE on the first d_r dims of each head, an output projection with bias, d = H·d_k"""
+    d = H*dk
+    def f(p, X):
+        T = X.shape[0]
+        q, k, v = ((X @ p['W' + n] + p['b' + n]).reshape(T, H, dk).transpose(0, 1) for n in 'qkv')
+        q = torch.nn.functional.layer_norm(q, (dk,), p['gq'], p['cq'], eps)
+        k = torch.nn.functional.layer_norm(k, (dk,), p['gk'], p['ck'], eps)
+        s = _rope(q, dr) @ _rope(k, dr).transpose(-1, -2)/math.sqrt(dk) + _causal(T, X.dtype)
+        return ((s.softmax(-1) @ v).transpose(0, 1).reshape(T, d) @ p['Wo'] + p['bo']).reshape(-1)
+    shapes = {f'{w}{n}': (d, d) if w == 'W' else (d,) for n in 'qkvo' for w in 'Wb'} | {f'{w}{n}': (dk,) for n in 'qk' for w in 'gc'}
+    return f, shapes, lambda n, g: torch.randn(n, 4, d, generator=g, dtype=torch.float64)
+
+
+def _persimmon(H, d_k, d_r):
+    """Per head VᵀV − OᵀO (d_k(d_k + 1)/2); the centring of each head's q and k (a LayerNorm ignores a shift alike on its d_k entries:
+    per head the column sums of W_q and of W_k and the sums of their biases, 2(d + 1)); the shared gains and biases, a pair rotated or a
+    dim not, of q against k (d_r/2 + d_k − d_r); and the k-norm's bias on the dims not rotated (a shift of every score of a query alike,
+    d_k − d_r); d = H·d_k: quadratic in the heads"""
+    n = d_k - d_r
+    return H*d_k*(d_k + 1)//2 + 2*H*(H*d_k + 1) + d_r//2 + 2*n
+
+
+@pytest.mark.parametrize('H, dk, dr', [(2, 5, 2), (1, 6, 4), (3, 4, 2)])
+def test_persimmon_formula_against_the_engine(H, dk, dr):
+    f, shapes, inputs = _persimmon_attention(H, dk, dr)
+    n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(8)), inputs, seed=8, progress=False)
+    assert n.status == 'ok' and n.n_laws == _persimmon(H, dk, dr), (n.n_laws, n.reason)
+
+
 def test_cross_attention_formula_against_the_engine():
     "Cross-attention keeps GPT-2's count (QᵀQ − KᵀK, the key bias, VᵀV − OᵀO per head): the engine on the plain forward above at (H, d_k) = (2, 3)"
     f, shapes, inputs = _cross_attention(2, 3)
@@ -325,6 +369,29 @@ def test_cross_attention_formula_against_the_engine():
     # two head counts took for a line (196,096 where the truth is 1,344,512); the twins at a third head count refuse it now
     pytest.param('command-r-plus', [None, 33792], marks=pytest.mark.slow),
     ('whisper-tiny', [None]*5),   # no twin: transformers cannot build Whisper at width 2 (its sinusoid positions), said per block
+    # families tried from configs written from their published config.json (each formula checked against the engine above)
+    ('opt-125m', [_plain(12, 64), 3072]),                     # learned positions, biases; ReLU MLP with biases: one law per unit
+    ('falcon-7b', [_rope_gqa(1, 64), 0]),                     # multi-query (one key/value head whatever num_kv_heads says); GELU
+    ('codegen-350m-mono', [None, None]),                      # its attention splits heads into 4 fixed groups: no twin, said why
+    ('gpt-neo-125m', [None, None]),   # its per-layer attention_types must list every layer: twins of fewer layers are refused by
+    # transformers, said per block (a twin that rewrote attention_types would give H·d_k(d_k + 1) and 0)
+    pytest.param('smollm3-3b', [_rope_gqa(4, 128), 11008, 4*128*129], marks=pytest.mark.slow),   # every 4th layer without RoPE (NoPE):
+    # a row of its own, H_kv·d_k(d_k + 1) as Jamba's attention (test_alibi_mlp_and_moe_formulas_against_the_engine, alibi=False)
+    pytest.param('starcoder', [_plain(1, 128), 0], marks=pytest.mark.slow),      # GPT-BigCode: multi-query with biases
+    pytest.param('granite-3.0-2b', [_rope_gqa(8, 64), 8192], marks=pytest.mark.slow),   # Llama's counts (its multipliers are no sizes)
+    pytest.param('olmo-1b', [_rope_gqa(16, 128), 8192], marks=pytest.mark.slow),        # OLMo v1: LayerNorm without parameters
+    pytest.param('gpt-j-6b', [_partial_rope(16, 256, 64, bias=False), 0], marks=pytest.mark.slow),   # rotary_dim = 64 of 256, no biases
+    pytest.param('minitron-4b', [_partial_rope(8, 128, 64, bias=False), 9216], marks=pytest.mark.slow),   # Nemotron: GQA, half the
+    # head rotated, head_dim its own (a fit grid of 72 twins); ReLU² MLP without biases: one law per unit
+    pytest.param('persimmon-8b', [_persimmon(64, 64, 32), 16384], marks=pytest.mark.slow),   # q/k LayerNorm with biases, partial RoPE
+    pytest.param('qwen1.5-moe-a2.7b', [_rope_gqa(16, 128), 60*1408 + 5632 + 2048], marks=pytest.mark.slow),   # E·d_e + d_s + d
+    # DeepSeek-V2-Lite: MLA without a q rank has no twin (its RoPE views pairs as complex numbers: odd d_nope cannot be built), said
+    # why; the dense MLP; the MoE with softmax routing, top-k not renormalised, and 2 shared experts: (E + S)·d_e + d
+    pytest.param('deepseek-v2-lite', [None, 10944, (64 + 2)*1408 + 2048], marks=pytest.mark.slow),
+    pytest.param('electra-base', [12*64*66 + 768 + 1, 3072 + 1], marks=pytest.mark.slow),        # BERT's blocks
+    pytest.param('xlm-roberta-base', [12*64*66 + 768 + 1, 3072 + 1], marks=pytest.mark.slow),    # BERT's blocks
+    pytest.param('albert-base-v2', [12*64*66 + 768 + 1, 0], marks=pytest.mark.slow),   # BERT's attention; its MLP is Linear–GELU–Linear
+    # alone (the LayerNorm after it sits in the layer, outside the block, as Llama's norms): none
 ])
 def test_new_families_against_independent_counts(name, want):
     "Families the old table never had, from configs written from their public sizes: per-block counts against formulas proved on the pages"
@@ -335,6 +402,7 @@ def test_new_families_against_independent_counts(name, want):
         if w is not None: assert r.n_laws == w, (name, r.block, r.n_laws, w, r.law.reason)
         assert r.n_laws is not None or r.note, r                 # a number, or a sentence saying why not
         if w is None: assert r.n_laws is None and r.cls in r.note, (r.n_laws, r.note)     # no number: which block, and why
+    if name == 'smollm3-3b': assert [r.layers for r in c.rows] == [27, 36, 9]   # layers 4, 8, ..., 36 (1-based) without RoPE
     if name == 'clip-vit-b-32': assert c.notes == ['clip: its language model (clip_text_model) is censused; its other towers are not read']
 
 

@@ -257,6 +257,7 @@ def _layer_blocks(layer:nn.Module, pre:str, blocks:list, other:list):
                 kd = _kind_of('', e)
                 if kd: blocks.append((f'{pre}.{k}.{j}', kd, e))
                 else: _layer_blocks(e, f'{pre}.{k}.{j}', blocks, other)
+        elif any(_kind_of(n, g) for n, g in c.named_children()): _layer_blocks(c, f'{pre}.{k}', blocks, other)   # DBRX's norm_attn_norm
         elif any(True for _ in c.parameters()) and 'Norm' not in type(c).__name__ and 'norm' not in k:
             other.append((f'{pre}.{k}', f'{type(c).__name__}: neither an attention, MLP/MoE nor mixer block'))
     if mlp: blocks.append(mlp)

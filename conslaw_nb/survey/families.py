@@ -35,7 +35,8 @@ _SYNONYMS = dict(      # size symbol -> the names transformers' configs give it 
     d=('hidden_size', 'n_embd', 'd_model', 'dim', 'embed_dim'), H=('num_attention_heads', 'n_head', 'n_heads'),
     H_kv=('num_key_value_heads', 'n_kv_heads', 'num_kv_heads', 'multi_query_group_num'), d_k=('head_dim', 'd_kv', 'kv_channels'),
     d_ff=('intermediate_size', 'n_inner', 'ffn_dim', 'encoder_ffn_dim', 'd_ff', 'hidden_dim', 'ffn_hidden_size'),
-    d_e=('moe_intermediate_size', 'expert_intermediate_size'), E=('num_local_experts', 'num_experts', 'n_routed_experts', 'moe_num_experts'),
+    d_e=('moe_intermediate_size', 'expert_intermediate_size'), d_s=('shared_expert_intermediate_size',),
+    E=('num_local_experts', 'num_experts', 'n_routed_experts', 'moe_num_experts'),
     k=('num_experts_per_tok', 'moe_top_k', 'top_k', 'num_selected_experts'), S=('n_shared_experts', 'num_shared_experts'),
     r_q=('q_lora_rank',), r_kv=('kv_lora_rank',), d_nope=('qk_nope_head_dim',), d_rope=('qk_rope_head_dim',), d_v=('v_head_dim',),
     L=('num_hidden_layers', 'n_layer', 'n_layers', 'num_layers'), V=('vocab_size',))
@@ -54,14 +55,14 @@ def _spelled(model_type:str, cfg:dict, names:tuple)->Optional[str]:
     back = {v: k for k, v in amap.items()}
     real = [amap.get(n, n) for n in names]
     spelled = [s for n, r in zip(names, real) for s in (n, r, back.get(r)) if s and s in cfg]
-    owned = [r for r in real if hasattr(c, r)]
+    owned = [r for r in real if hasattr(c, r) and not isinstance(getattr(type(c), r, None), property)]   # Falcon's head_dim: d/H, derived
     return (spelled or owned or [None])[0]
 
 def _named_keys(model_type:str, cfg:dict)->dict:
     "symbol -> key, by name alone: the first standard name the config file uses (as it spells it), else one its class has"
     out = {s: k for s, names in _SYNONYMS.items() if (k := _spelled(model_type, cfg, names))}
     if 'r_kv' in out: out = {s: k for s, k in out.items() if s not in ('H_kv', 'd_k')}   # MLA: keys and values from the latent, per query head
-    if 'E' not in out: out = {s: k for s, k in out.items() if s not in ('k', 'S', 'd_e')}
+    if 'E' not in out: out = {s: k for s, k in out.items() if s not in ('k', 'S', 'd_e', 'd_s')}   # d_s: a shared expert's own width
     if out.get('H_kv') is not None and out.get('H_kv') == out.get('H'): out.pop('H_kv')   # Whisper maps both to encoder_attention_heads
     return out
 
@@ -69,7 +70,12 @@ def _named_keys(model_type:str, cfg:dict)->dict:
 _ROPE_KEYS = ('rope_parameters', 'rope_theta', 'rope_scaling', 'rotary_pct', 'partial_rotary_factor', 'rotary_emb_base')
 
 def _rotary(model_type:str, cfg:dict)->Optional[float]:
-    "The fraction of each head that RoPE rotates (`partial_rotary_factor`, `rotary_pct`), or None where the config has no RoPE"
+    "The fraction of each head that RoPE rotates (`partial_rotary_factor`, `rotary_pct`, `rotary_dim`), or None where the config has no RoPE"
+    rd = cfg.get('rotary_dim', getattr(default_config(model_type), 'rotary_dim', None))   # GPT-J, CodeGen: rotary dims per head, a count
+    d, h = (cfg.get(k, getattr(default_config(model_type), k, None)) if k else None for k in
+            (_spelled(model_type, cfg, _SYNONYMS[s]) for s in ('d', 'H')))
+    if isinstance(rd, int) and not isinstance(rd, bool) and rd > 0 and isinstance(d, int) and isinstance(h, int) and 0 < h <= d:
+        return 1.0 if rd >= d // h else (rd + 0.5)/(d // h)         # the fraction that int(d_k·f) floors back to rd
     own = {k: cfg[k] for k in _ROPE_KEYS if cfg.get(k) is not None}
     rp = own.get('rope_parameters') or own.get('rope_scaling')
     if not own: rp = getattr(default_config(model_type), 'rope_parameters', None)    # transformers 5: RoPE models carry it
@@ -90,6 +96,7 @@ def rotary_over(
     base `TWIN_ROPE_BASE`, each where the config keeps it"""
     f, b = 1.0 if d_r >= d_k else (d_r + 0.5)/d_k, TWIN_ROPE_BASE
     out = {k: f for k in ('partial_rotary_factor', 'rotary_pct') if k in cfg} | {k: b for k in ('rope_theta', 'rotary_emb_base') if k in cfg}
+    if 'rotary_dim' in cfg: out['rotary_dim'] = min(d_r, d_k)       # GPT-J, CodeGen: the count itself (their base is fixed at 10⁴)
     own = {k: cfg[k] | {'partial_rotary_factor': f, 'rope_theta': b} for k in ('rope_parameters', 'rope_scaling') if isinstance(cfg.get(k), dict)}
     return out | (own or {'rope_parameters': {'rope_type': 'default', 'rope_theta': b, 'partial_rotary_factor': f}})
 
@@ -229,6 +236,8 @@ def sizes_of(model_type:str, cfg:dict)->dict:
         if sym == 'd_k': continue
         v = cfg.get(key)
         if v is None and key in _DEFAULTS: v = _DEFAULTS[key](s)
+        if v is None and getattr(type(default_config(model_type)), key, 0) is None:   # a size transformers derives (Falcon's num_kv_heads)
+            v = getattr(_meta_model(model_type, cfg).config, key, None)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{model_type} config: size {key!r} ({sym}) is {'missing' if v is None else repr(v)}: census needs every size "
                              f"of the architecture as a positive integer ({', '.join(f'{k} ({y})' for y, k in fam.keys.items())})")

@@ -53,6 +53,7 @@ def _layer_kind(m:nn.Module)->str:
     v = {a: getattr(m, a) for a in _LAYER_ATTRS if getattr(m, a, None) is not None}
     if v.get('layer_type'): return str(v['layer_type'])
     if v.get('sliding_window') or v.get('is_sliding'): return 'sliding_attention'
+    if not getattr(m, 'use_rope', True): return 'no_rope'   # SmolLM3's, Llama 4's layers without RoPE (NoPE)
     return ''
 
 # %% ../../nbs/13c_survey.published.ipynb #067220ea
@@ -87,7 +88,7 @@ def block_groups(model_type:str, cfg:dict)->list:
     return list(groups.values())
 
 # %% ../../nbs/13c_survey.published.ipynb #5fa7e331
-_SMALL = dict(d=4, H=2, H_kv=1, d_k=2, d_r=2, d_ff=3, d_e=2, E=4, k=2, S=1, r_q=2, r_kv=2, d_nope=2, d_rope=2, d_v=2)  # sizes a twin keeps
+_SMALL = dict(d=4, H=2, H_kv=1, d_k=2, d_r=2, d_ff=3, d_e=2, E=4, k=2, S=1, d_s=1, r_q=2, r_kv=2, d_nope=2, d_rope=2, d_v=2)  # sizes a twin keeps
 _TWIN_GROUPS = 2      # group-limited routing (DeepSeek-V3) on twins: its smallest case, 2 groups of experts with 1 chosen
 
 def _twin_groups(cfg:dict)->int: return _TWIN_GROUPS if (cfg.get('n_group') or 1) > 1 else 1
@@ -148,7 +149,7 @@ def _vars(fam:Family, group:BlockGroup)->tuple:
     "The sizes a block's count may depend on: those of its kind that the family has (MLA heads have d_nope + d_rope, no d_k)"
     if group.kind == 'attention':
         v = (('G', 'H_kv') if 'H_kv' in fam.keys else ('H',)) + ('d_k', 'd_r', 'r_q', 'r_kv', 'd_nope', 'd_rope', 'd_v') + (('d',) if fam.head_dim else ())
-    elif group.moe: v = ('d', 'd_e' if 'd_e' in fam.keys else 'd_ff', 'E', 'k', 'S')
+    elif group.moe: v = ('d', 'd_e' if 'd_e' in fam.keys else 'd_ff', 'E', 'k', 'S', 'd_s')   # d_s: Qwen2-MoE's shared expert width
     else: v = ('d', 'd_ff')
     return tuple(x for x in v if x in fam.keys or x == 'G' or (x == 'd_k' and 'd_nope' not in fam.keys) or (x == 'd_r' and fam.rotary))
 
@@ -174,7 +175,7 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
     even = fam.rope                               # RoPE rotates pairs: even head sizes
     ng = _twin_groups(cfg)
     fit = dict(G=[1, 2], H=[1, 2, 3], H_kv=[1, 2], d_k=[2, 4, 6] if even else [2, 3, 4], d=[4, 8], d_ff=[1, 2, 3, 4],
-               d_e=[1, 2], E=[4*ng, 5*ng], k=[2, 3], S=[1, 2], r_q=[2, 3], r_kv=[2, 3], d_nope=[2, 4], d_rope=[2, 4], d_v=[1, 2, 3])
+               d_e=[1, 2], E=[4*ng, 5*ng], k=[2, 3], S=[1, 2], d_s=[1, 2], r_q=[2, 3], r_kv=[2, 3], d_nope=[2, 4], d_rope=[2, 4], d_v=[1, 2, 3])
     dom = dict(fit, d_k=([2, 4, 6, 8, 10, 12] if fam.head_dim else [2, 4, 6, 8]) if even else [1, 2, 3, 4, 5], d=[4, 8],
                d_ff=[1, 2, 3, 5, 8], E=[2*ng, 3*ng, 4*ng], k=[1, 2], d_v=[1, 2, 3, 4])
     if group.kind == 'mlp': fit['d'], dom['d'] = [2, 4], [1, 2, 3] if not even or fam.head_dim else [2, 4, 6]
@@ -183,7 +184,7 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
         dom |= dict(d_k=[6, 7, 8, 9], d_r=[2, 4, 6])
     if group.layer_norm:                          # a LayerNorm over d in the block: the fit keeps d >= 3, the domain crosses d <= 2
         if group.kind == 'mlp': fit['d'], dom['d'] = [3, 4], [1, 2, 3, 4]
-        elif not fam.head_dim: fit['d_k'] = [3, 4, 5]
+        elif not fam.head_dim and not fam.rotary: fit['d_k'] = [3, 4, 5]   # (partial RoPE's d_k >= 6 already)
     parts = (vs,)
     if group.moe and ng > 1:      # group-limited routing: the twins keep d >= E, so that the router reaches every expert; the
         fit |= dict(d=[8, 10], E=[6, 8])      # domain crosses d < E; the sizes fitted in three parts, confirmed where all change
@@ -194,7 +195,7 @@ def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
         fit[vs[0]] = x + [x[-1] + (x[-1] - x[0])*i for i in range(1, 6 - len(x))]
     return {v: fit[v] for v in vs}, {v: dom[v] for v in vs}, parts
 
-_MAX_POINTS = 64      # largest fit grid of a block (counts): past it the census says so instead of fitting
+_MAX_POINTS = 72      # largest fit grid of a block (counts): past it the census says so instead of fitting (72: GQA, head_dim, partial RoPE)
 _QUIET = dict(progress=False)   # no progress bar from the engine's counts of twins
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1)  # processes counting twins
 
@@ -386,8 +387,8 @@ def block_law(
         elif len(parts) > 1: r = infer_parts_formula(build, fit, dom, parts, seeds, count_kw=_QUIET, workers=w)
         else: r = infer_count_formula(build, fit, seeds=seeds, holdout=2, domain=dom, count_kw=_QUIET, workers=w, outside=_third(fit, group))
     except ValueError as e:                            # transformers cannot build a twin at some size: this block has no number
-        if not str(e).startswith('`build` failed'): raise
-        r = _refused(model_type, group, names, f"not established: a twin of it cannot be made: {' '.join(str(e).split())[:300]}")
+        if not str(e).startswith(('`build` failed', 'the model runs data-dependent')): raise   # DBRX's loop over experts: no vmap
+        r = _refused(model_type, group, names, f"not established: a twin of it cannot be {'made' if str(e)[0] == '`' else 'counted'}: {' '.join(str(e).split())[:300]}")
     if isinstance(r, BlockLaw): out = r
     elif r is None:
         out = _refused(model_type, group, names, f"not established: its count may depend on {len(names)} sizes ({', '.join(names)}), "
@@ -424,7 +425,7 @@ class CensusRow:
 
 def _label(g:BlockGroup)->str:
     k = 'MoE' if g.moe else 'MLP' if g.kind == 'mlp' else g.kind
-    return k + {'sliding_attention': ' (sliding)', 'full_attention': ' (full)'}.get(g.layer_kind, '')
+    return k + {'sliding_attention': ' (sliding)', 'full_attention': ' (full)', 'no_rope': ' (no RoPE)'}.get(g.layer_kind, '')
 
 def _row(model_type:str, cfg:dict, sizes:dict, g:BlockGroup, max_params:int, seeds, cache=None, workers=None)->CensusRow:
     "A block's row: the formula's value inside its domain; outside it an engine count on the block at the config's sizes, or no number"
