@@ -191,7 +191,7 @@ def test_a_column_of_rounding_is_no_direction(method):
     assert c.status == 'ambiguous' or (c.status, c.n_laws) == ('ok', 1), c
     if method == 'lu': assert (c.status, c.n_laws) == ('ok', 1), c              # D = 3: the other paths' blocks do not fit
 
-@pytest.mark.parametrize('size', [1, 2])
+@pytest.mark.parametrize('size', [1, pytest.param(2, marks=pytest.mark.slow)])   # size 2: 35 s, run with --slow
 def test_paths_agree_on_the_registry(size):
     """Every architecture `conslaw verify` knows (transformers' modules among them when installed): the paths past the dense
     floor give the dense count depth by depth, or all refuse a piecewise model; shift-invert alone may say that the null

@@ -35,7 +35,8 @@ def kill_midway(out, sig):
     p.send_signal(sig); p.wait(timeout=60)
     return len(list((out/'runs').glob('*.csv')))
 
-@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGKILL], ids=['SIGTERM', 'SIGKILL'])
+# SIGKILL (nothing can run on the way out) by default; SIGTERM's handler path too with --slow (25 s each: the 12-minute run)
+@pytest.mark.parametrize('sig', [pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGKILL], ids=['SIGTERM', 'SIGKILL'])
 def test_killed_sweep_resumes(tmp_path, reference, sig):
     n_ref = len(list((reference/'runs').glob('*.csv')))
     finished = kill_midway(tmp_path, sig)
