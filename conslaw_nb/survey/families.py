@@ -69,13 +69,17 @@ def _named_keys(model_type:str, cfg:dict)->dict:
 # %% ../../nbs/13b_survey.families.ipynb #5f0a1b03
 _ROPE_KEYS = ('rope_parameters', 'rope_theta', 'rope_scaling', 'rotary_pct', 'partial_rotary_factor', 'rotary_emb_base')
 
+def _rotary_fraction(d_r:int, d_k:int)->float:
+    "The fraction of a head of d_k dims that the attention's int(d_k·f) floors back to d_r rotated dims (1 where d_r covers the head)"
+    return 1.0 if d_r >= d_k else (d_r + 0.5)/d_k
+
 def _rotary(model_type:str, cfg:dict)->Optional[float]:
     "The fraction of each head that RoPE rotates (`partial_rotary_factor`, `rotary_pct`, `rotary_dim`), or None where the config has no RoPE"
     rd = cfg.get('rotary_dim', getattr(default_config(model_type), 'rotary_dim', None))   # GPT-J, CodeGen: rotary dims per head, a count
     d, h = (cfg.get(k, getattr(default_config(model_type), k, None)) if k else None for k in
             (_spelled(model_type, cfg, _SYNONYMS[s]) for s in ('d', 'H')))
     if isinstance(rd, int) and not isinstance(rd, bool) and rd > 0 and isinstance(d, int) and isinstance(h, int) and 0 < h <= d:
-        return 1.0 if rd >= d // h else (rd + 0.5)/(d // h)         # the fraction that int(d_k·f) floors back to rd
+        return _rotary_fraction(rd, d // h)
     own = {k: cfg[k] for k in _ROPE_KEYS if cfg.get(k) is not None}
     rp = own.get('rope_parameters') or own.get('rope_scaling')
     if not own: rp = getattr(default_config(model_type), 'rope_parameters', None)    # transformers 5: RoPE models carry it
@@ -94,7 +98,7 @@ def rotary_over(
 )->dict:
     """The config fields that make a twin rotate d_r of its d_k head dims (the fraction, that the attention floors to d_r) with RoPE
     base `TWIN_ROPE_BASE`, each where the config keeps it"""
-    f, b = 1.0 if d_r >= d_k else (d_r + 0.5)/d_k, TWIN_ROPE_BASE
+    f, b = _rotary_fraction(d_r, d_k), TWIN_ROPE_BASE
     out = {k: f for k in ('partial_rotary_factor', 'rotary_pct') if k in cfg} | {k: b for k in ('rope_theta', 'rotary_emb_base') if k in cfg}
     if 'rotary_dim' in cfg: out['rotary_dim'] = min(d_r, d_k)       # GPT-J, CodeGen: the count itself (their base is fixed at 10⁴)
     own = {k: cfg[k] | {'partial_rotary_factor': f, 'rope_theta': b} for k in ('rope_parameters', 'rope_scaling') if isinstance(cfg.get(k), dict)}
