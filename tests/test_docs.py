@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT/'tools'/'docs'))
 import build as docs_build  # noqa: E402
 import check_site  # noqa: E402
-# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+# one worker runs this module (pytest-xdist builds a fixture once per worker, and it is costly here), its costly fixture
+# session-scoped: a worker runs other modules' tests between this module's, which tore a module-scoped one down (built twice)
 pytestmark = pytest.mark.xdist_group('docs')
 
 NBS = docs_build.list_notebooks(ROOT/'nbs')
 PAGES = [docs_build.page_name(nb) + '.html' for nb in NBS]
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp('site')
     r = subprocess.run([sys.executable, str(ROOT/'tools'/'docs'/'build.py'), '--out', str(out)], cwd=ROOT,

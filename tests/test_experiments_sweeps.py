@@ -4,7 +4,8 @@ visible), a corrupt run file is reported clearly, and run names cannot escape th
 import csv, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
-# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+# one worker runs this module (pytest-xdist builds a fixture once per worker, and it is costly here), its costly fixture
+# session-scoped: a worker runs other modules' tests between this module's, which tore a module-scoped one down (built twice)
 pytestmark = pytest.mark.xdist_group('experiments_sweeps')
 
 CONSLAW = str(Path(sys.executable).with_name('conslaw'))
@@ -17,7 +18,7 @@ def sweep(out, **kw): return subprocess.run([CONSLAW, *ARGS, '--out', str(out)],
 def rows(path):
     with open(path, newline='') as f: return list(csv.DictReader(f))
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp('ref')
     r = sweep(out); assert r.returncode == 0, r.stderr

@@ -5,14 +5,15 @@ from pathlib import Path
 import pytest
 import torch
 import conslaw_nb.experiments.sweeps as sweeps, conslaw_nb.experiments.training as training
-# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+# one worker runs this module (pytest-xdist builds a fixture once per worker, and it is costly here), its costly fixture
+# session-scoped: a worker runs other modules' tests between this module's, which tore a module-scoped one down (built twice)
 pytestmark = pytest.mark.xdist_group('reproduce')
 KEYS = ['tau_exponent', 'tau_exponent_ci', 'k_exponent', 'k_exponent_ci', 'n_seeds', 'steps', 'regime', 'bound']
 TOOL = Path(__file__).resolve().parents[1]/'tools'/'reproduce.py'
 
 def _runs(out): return sorted(p.relative_to(out).as_posix() for p in out.glob('*/runs/*.csv'))
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp('reproduce')
     return out, sweeps.reproduce(out, protocol='quick', progress=False)

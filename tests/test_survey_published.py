@@ -14,13 +14,14 @@ from conslaw_nb.survey.families import published, sizes_of, load_config, CONFIGS
 from conslaw_nb.engine.count import count_laws   # noqa: E402
 from conslaw_nb.engine.core import random_params   # noqa: E402
 from conslaw_nb.survey.atlas import atlas_count   # noqa: E402
-# one worker runs this module: pytest-xdist builds a module-scoped fixture once per worker, and it is costly here
+# one worker runs this module (pytest-xdist builds a fixture once per worker, and it is costly here), its costly fixture
+# session-scoped: a worker runs other modules' tests between this module's, which tore a module-scoped one down (built twice)
 pytestmark = pytest.mark.xdist_group('survey_published')
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')
 def llama():
     return census(published()['llama-3-8b'], name='Llama-3-8B')
 
