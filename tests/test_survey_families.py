@@ -115,7 +115,8 @@ def _partial_rope(H_kv, d_k, d_r, bias=True):
     return H_kv*(d_r//2 + n*(n + 1)//2 + n*bias + d_k*(d_k + 1)//2)
 
 
-@pytest.mark.parametrize('H, dk, dr, G, bias', [(1, 5, 2, 1, True), (2, 3, 2, 2, True), (2, 5, 2, 1, False), (3, 3, 2, 3, False)])
+@pytest.mark.parametrize('H, dk, dr, G, bias', [(1, 5, 2, 1, True), (2, 3, 2, 2, True), (2, 5, 2, 1, False), (3, 3, 2, 3, False),
+                                                   (2, 3, 0, 1, False)])   # d_r = 0 without biases: GPT-Neo's attention
 def test_partial_rope_formula_against_the_engine(H, dk, dr, G, bias):
     "The partial-RoPE formula equals the engine's count on the plain forward above at small sizes (d_k = 5, 4, 3: none the census fits)"
     f, shapes, inputs = _partial_rope_attention(H, dk, dr, G, bias)
@@ -373,8 +374,8 @@ def test_cross_attention_formula_against_the_engine():
     ('opt-125m', [_plain(12, 64), 3072]),                     # learned positions, biases; ReLU MLP with biases: one law per unit
     ('falcon-7b', [_rope_gqa(1, 64), 0]),                     # multi-query (one key/value head whatever num_kv_heads says); GELU
     ('codegen-350m-mono', [None, None]),                      # its attention splits heads into 4 fixed groups: no twin, said why
-    ('gpt-neo-125m', [None, None]),   # its per-layer attention_types must list every layer: twins of fewer layers are refused by
-    # transformers, said per block (a twin that rewrote attention_types would give H·d_k(d_k + 1) and 0)
+    ('gpt-neo-125m', [_partial_rope(12, 64, 0, bias=False), 0]),   # no RoPE, no q/k/v biases: H·d_k(d_k + 1); its twins cut the runs
+    # of attention_types (global, local, ...) to their own layers, which transformers requires to spell every layer; GELU MLP: none
     pytest.param('smollm3-3b', [_rope_gqa(4, 128), 11008, 4*128*129], marks=pytest.mark.slow),   # every 4th layer without RoPE (NoPE):
     # a row of its own, H_kv·d_k(d_k + 1) as Jamba's attention (test_alibi_mlp_and_moe_formulas_against_the_engine, alibi=False)
     pytest.param('starcoder', [_plain(1, 128), 0], marks=pytest.mark.slow),      # GPT-BigCode: multi-query with biases

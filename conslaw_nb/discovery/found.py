@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['LOOKED_FOR', 'TINY_CONFIGS', 'NOT_LAYOUT', 'D_FF_NAMES', 'CARRIED', 'check_count_kw', 'find_laws', 'LawMatch',
            'compare_laws', 'param_norms', 'adapt_found', 'ChainedMLP', 'LooseMLP', 'transformer_blocks', 'Blocks',
-           'law_blocks', 'tiny_transformer', 'twin_grid', 'block_sizes', 'twin_config', 'twin_block', 'block_call',
-           'carry_templates', 'carry_found']
+           'law_blocks', 'tiny_transformer', 'twin_grid', 'block_sizes', 'first_layers', 'twin_config', 'twin_block',
+           'block_call', 'carry_templates', 'carry_found']
 
 # %% ../../nbs/09c_discovery.found.ipynb #290411df
 import dataclasses, inspect, time
@@ -422,6 +422,20 @@ def block_sizes(cfg)->dict:
     return dict(H=H, H_kv=Hkv, G=H // Hkv, d_k=dk, d=cfg.hidden_size, d_ff=next((getattr(cfg, k) for k in D_FF_NAMES if _has(cfg, k)), None))
 
 # %% ../../nbs/09c_discovery.found.ipynb #ca11a003
+def first_layers(
+    cfg:dict,            # a config as a dict
+    idx:int,             # the last layer kept
+)->dict:
+    """The overrides that cut a config's per-layer lists to layers 0..idx: `layer_types`, and GPT-Neo's `attention_types` (runs
+    [[kinds, repeats], ...] that transformers requires to spell every layer, and their expansion `attention_layers`)"""
+    over, runs = {}, cfg.get('attention_types')
+    if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
+    if isinstance(runs, list) and all(isinstance(r, list) and len(r) == 2 and isinstance(r[1], int) for r in runs):
+        kinds = [k for ks, n in runs for _ in range(n) for k in ks][:idx + 1]
+        over['attention_types'] = [[kinds, 1]]
+        if 'attention_layers' in cfg: over['attention_layers'] = kinds      # what the config expanded them to
+    return over
+
 def twin_config(
     cfg,                 # the model's transformers config
     kind:str,            # "attention" or "mlp"
@@ -440,7 +454,7 @@ def twin_config(
         over |= dict(num_attention_heads=1, hidden_size=s['d']) | {k: s['d_ff'] for k in D_FF_NAMES if _has(cfg, k)}
         if _has(cfg, 'num_key_value_heads'): over['num_key_value_heads'] = 1
         if _has(cfg, 'head_dim'): over['head_dim'] = s['d']
-    if isinstance(getattr(cfg, 'layer_types', None), list): over['layer_types'] = cfg.layer_types[:layer + 1]
+    over |= first_layers(cfg.to_dict(), layer)
     if getattr(cfg, 'sliding_window', None): over['sliding_window'] = 2
     fixed = {k: v for k, v in TINY_CONFIGS.get(cfg.model_type, {}).items() if k in _FIXED}
     return {k: v for k, v in cfg.to_dict().items() if k not in NOT_LAYOUT} | over | fixed

@@ -20,7 +20,7 @@ from ..engine.core import random_params, atomic_write, cache_folder, code_digest
 from ..engine.count import count_laws
 from ..hf.adapters import adapt, NotStated, BlockCheck
 from ..hf.calls import float64_buffers, batched_experts
-from ..discovery.found import (tiny_transformer, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates, D_FF_NAMES,
+from ..discovery.found import (tiny_transformer, first_layers, transformer_blocks, find_laws, ChainedMLP, LooseMLP, block_call, carry_templates, D_FF_NAMES,
                                   NOT_LAYOUT)
 from ..discovery.carry import template_expr
 from .formulas import (infer_count_formula, infer_parts_formula, fit_count_formula, formula_domain, Domain,
@@ -118,7 +118,7 @@ def _twin_config(model_type:str, cfg:dict, sizes:dict, idx:int, *, own_groups:bo
     over['vocab_size'] = 16
     eos = cfg.get('eos_token_id', getattr(default_config(model_type), 'eos_token_id', None))
     if isinstance(eos, int) and eos >= 16: over['eos_token_id'] = 15   # inside the twin's vocabulary (CLIP's text model pools at it)
-    if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
+    over |= first_layers(cfg, idx)
     if cfg.get('sliding_window'): over['sliding_window'] = 2
     return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over | fam.fixed
 
@@ -447,7 +447,7 @@ CHECK_MAX_PARAMS = 3*10**8   # the largest block `census(check=True)` builds at 
 def _real_config(model_type:str, cfg:dict, idx:int)->dict:
     "The config at its own sizes with layers 0..idx and a vocabulary of 16 (no block holds the embeddings)"
     over = {family_of(model_type, cfg).keys.get('L', 'num_hidden_layers'): idx + 1, 'vocab_size': 16}
-    if isinstance(cfg.get('layer_types'), list): over['layer_types'] = cfg['layer_types'][:idx + 1]
+    over |= first_layers(cfg, idx)
     return {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | over
 
 def check_block(
