@@ -404,6 +404,7 @@ def test_new_families_against_independent_counts(name, want):
         assert r.n_laws is not None or r.note, r                 # a number, or a sentence saying why not
         if w is None: assert r.n_laws is None and r.cls in r.note, (r.n_laws, r.note)     # no number: which block, and why
     if name == 'smollm3-3b': assert [r.layers for r in c.rows] == [27, 36, 9]   # layers 4, 8, ..., 36 (1-based) without RoPE
+    if name == 'falcon-7b': assert 'H_kv' not in c.sizes and c.sizes['H'] == 71   # multi-query: num_kv_heads sizes nothing
     if name == 'clip-vit-b-32': assert c.notes == ['clip: its language model (clip_text_model) is censused; its other towers are not read']
 
 

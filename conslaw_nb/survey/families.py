@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 from torch import nn
 import conslaw_nb
-from ..discovery.found import NOT_LAYOUT
+from ..discovery.found import NOT_LAYOUT, first_layers
 
 # %% ../../nbs/13b_survey.families.ipynb #9a7191b9
 @dataclass
@@ -124,14 +124,17 @@ def _meta_model(model_type:str, cfg:dict)->nn.Module:
 def _probe_config(cfg:dict, keys:dict, **sizes)->dict:
     "The config at small sizes (`_PROBE`, then `sizes`), one layer: the same layout"
     out = {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | {keys[s]: v for s, v in (_PROBE | sizes).items() if s in keys}
-    if isinstance(cfg.get('layer_types'), list): out['layer_types'] = cfg['layer_types'][:1]
-    return out
+    return out | first_layers(cfg, 0)
+
+def _shapes_follow(model_type:str, cfg:dict, keys:dict, sym:str, values:tuple)->bool:
+    "Where the config names size `sym`: do tiny models at its two `values` differ in their parameter shapes?"
+    if sym not in keys: return False
+    shapes = [[tuple(p.shape) for p in _meta_model(model_type, _probe_config(cfg, keys, **{sym: x})).parameters()] for x in values]
+    return shapes[0] != shapes[1]
 
 def _reads_head_dim(model_type:str, cfg:dict, keys:dict)->bool:
     "Where the config names a head size: do tiny models with head sizes d/H and d/H + 2 differ in their shapes?"
-    if 'd_k' not in keys: return False
-    shapes = [[tuple(p.shape) for p in _meta_model(model_type, _probe_config(cfg, keys, d_k=hd)).parameters()] for hd in (4, 6)]
-    return shapes[0] != shapes[1]
+    return _shapes_follow(model_type, cfg, keys, 'd_k', (4, 6))
 
 # %% ../../nbs/13b_survey.families.ipynb #5f0a1b07
 _DEFAULTS = {'num_key_value_heads': lambda s: s['H'], 'n_inner': lambda s: 4*s['d']}   # what a config may leave out: transformers' value
@@ -171,6 +174,8 @@ def family_of(model_type:str, cfg:dict)->Family:
         h = ('the attention reads it (probe: its shapes follow it)' if hd else None) if s == 'd_k' else _shows(s, v, dims)
         how[s] = f"{k}: {h or 'shows in no parameter shape: not used'}"
         if h: keys[s] = k
+    if 'H_kv' in keys and not _shapes_follow(model_type, cfg, named, 'H_kv', (1, 2)):   # Falcon-7B: multi-query, one key/value
+        how['H_kv'] = f"{keys.pop('H_kv')}: changes no parameter shape of a tiny model (1 or 2 of them): not used"   # head
     c, frac = default_config(model_type), _rotary(model_type, cfg)
     rope = frac is not None
     moe = None if 'E' not in keys else next((n for k, n in (('first_k_dense_replace', 'first_k_dense'), ('decoder_sparse_step', 'sparse_step'))
