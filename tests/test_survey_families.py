@@ -149,6 +149,39 @@ def _qk_norm(H_kv, d_k):
     return d_k//2 + H_kv*d_k*(d_k + 1)//2
 
 
+def _mla_attention(H, r_kv, d_nope, d_rope, d_v, d, eps=1e-6):
+    """DeepSeek-V2-Lite's multi-head latent attention without a query rank: q from x directly (H heads of d_nope + d_rope); keys and
+    values from a latent of rank r_kv (RMSNorm with gains, then one up-projection to H(d_nope + d_v)); a RoPE key part of d_rope shared
+    by every head, computed from x beside the latent"""
+    rms = lambda x, w: x*torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)*w
+    def f(p, X):                                            # X (T, d)
+        T = X.shape[0]
+        q = (X @ p['Wq']).reshape(T, H, d_nope + d_rope).transpose(0, 1)
+        c = X @ p['Wkva']
+        kv = (rms(c[:, :r_kv], p['g']) @ p['Wkvb']).reshape(T, H, d_nope + d_v).transpose(0, 1)
+        k_pe = _rope(c[None, :, r_kv:], d_rope).expand(H, T, d_rope)
+        k = torch.cat([kv[..., :d_nope], k_pe], -1)
+        q = torch.cat([q[..., :d_nope], _rope(q[..., d_nope:], d_rope)], -1)
+        s = q @ k.transpose(-1, -2)/math.sqrt(d_nope + d_rope) + _causal(T, X.dtype)
+        return ((s.softmax(-1) @ kv[..., d_nope:]).transpose(0, 1).reshape(T, H*d_v) @ p['Wo']).reshape(-1)
+    shapes = {'Wq': (d, H*(d_nope + d_rope)), 'Wkva': (d, r_kv + d_rope), 'g': (r_kv,), 'Wkvb': (r_kv, H*(d_nope + d_v)), 'Wo': (H*d_v, d)}
+    return f, shapes, lambda n, g: torch.randn(n, 4, d, generator=g, dtype=torch.float64)
+
+
+def _mla(H, r_kv, d_nope, d_rope, d_v):
+    """MLA without a query rank, where r_kv >= d_nope: per head Q_nopeᵀQ_nope − K_nopeᵀK_nope (the no-RoPE dims, d_nope(d_nope + 1)/2)
+    and VᵀV − OᵀO (d_v(d_v + 1)/2); per RoPE pair one law shared by all heads (their query pairs against the one key pair: d_rope/2); per
+    latent dim its gain² against its column of the up-projection (r_kv)"""
+    return H*(d_nope*(d_nope + 1)//2 + d_v*(d_v + 1)//2) + d_rope//2 + r_kv
+
+
+def test_mla_formula_against_the_engine():
+    "The engine on the plain MLA forward above at H = 2, r_kv = 3, d_nope = 3, d_rope = 2, d_v = 2, d = 5 (no census twin is this size)"
+    f, shapes, inputs = _mla_attention(2, 3, 3, 2, 2, 5)
+    n = count_laws(f, random_params(shapes, torch.Generator().manual_seed(3)), inputs, seed=3, progress=False)
+    assert n.status == 'ok' and n.n_laws == _mla(2, 3, 3, 2, 2) == 22, (n.n_laws, n.reason)
+
+
 @pytest.mark.parametrize('whole, want', [(False, _qk_norm(2, 4)), (True, _rope_gqa(2, 4))])
 def test_qk_norm_formula_against_the_engine(whole, want):
     """The engine on the plain forward above (H_kv = 2, G = 2, d_k = 4, d = 6: a size no census twin has). Per-head norms (Qwen3): d_k/2
@@ -386,9 +419,9 @@ def test_cross_attention_formula_against_the_engine():
     # head rotated, head_dim its own (a fit grid of 72 twins); ReLU² MLP without biases: one law per unit
     pytest.param('persimmon-8b', [_persimmon(64, 64, 32), 16384], marks=pytest.mark.slow),   # q/k LayerNorm with biases, partial RoPE
     pytest.param('qwen1.5-moe-a2.7b', [_rope_gqa(16, 128), 60*1408 + 5632 + 2048], marks=pytest.mark.slow),   # E·d_e + d_s + d
-    # DeepSeek-V2-Lite: MLA without a q rank has no twin (its RoPE views pairs as complex numbers: odd d_nope cannot be built), said
-    # why; the dense MLP; the MoE with softmax routing, top-k not renormalised, and 2 shared experts: (E + S)·d_e + d
-    pytest.param('deepseek-v2-lite', [None, 10944, (64 + 2)*1408 + 2048], marks=pytest.mark.slow),
+    # DeepSeek-V2-Lite: MLA without a q rank (test_mla_formula_against_the_engine), 264,736; the dense MLP; the MoE with softmax
+    # routing, top-k not renormalised, and 2 shared experts: (E + S)·d_e + d
+    pytest.param('deepseek-v2-lite', [_mla(16, 512, 128, 64, 128), 10944, (64 + 2)*1408 + 2048], marks=pytest.mark.slow),
     pytest.param('electra-base', [12*64*66 + 768 + 1, 3072 + 1], marks=pytest.mark.slow),        # BERT's blocks
     pytest.param('xlm-roberta-base', [12*64*66 + 768 + 1, 3072 + 1], marks=pytest.mark.slow),    # BERT's blocks
     pytest.param('albert-base-v2', [12*64*66 + 768 + 1, 0], marks=pytest.mark.slow),   # BERT's attention; its MLP is Linear–GELU–Linear

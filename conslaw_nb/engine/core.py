@@ -224,7 +224,8 @@ class ExactOps(TorchFunctionMode):
         if func in _REFS: return _REFS[func](*args, **kwargs)
         if func in _NARROW:
             x = args[0]
-            if x.dtype.is_floating_point and x.dtype.itemsize >= self.dtype.itemsize: return x         # already wide enough
+            if x.dtype.is_floating_point and x.dtype.itemsize >= self.dtype.itemsize:   # already wide enough: a new tensor as the
+                return x if x.dtype == _NARROW[func] else x.clone()     # cast makes (DeepSeek-V2 views a strided slice as complex)
             return func(*args, **kwargs) if self._fix(_NARROW[func]) == _NARROW[func] else x.to(self.dtype)
         if func is Tensor.type and (args[1:] or 'dtype' in kwargs):   # x.type(torch.float32), as DeepSeek's router casts
             dt = args[1] if len(args) > 1 else kwargs['dtype']

@@ -155,23 +155,26 @@ def _vars(fam:Family, group:BlockGroup)->tuple:
 
 _MLA_PARTS = (('H', 'd_nope', 'd_v'), ('r_q',), ('r_kv',), ('d_rope',), ('d',))   # sizes that may interact, fitted together
 
-def _mla_grids()->tuple:
-    "(fit, domain, parts) of MLA: per part a product grid through a base point; the domain a union crossing ranks, widths and heads"
+def _mla_grids(vs:tuple)->tuple:
+    """(fit, domain, parts) of MLA in the sizes `vs` (no r_q where the queries have no low rank: DeepSeek-V2-Lite): per part a
+    product grid through a base point; the domain a union crossing ranks, widths and heads (d a multiple of H, which
+    DeepSeek-V2's config requires)"""
     fit = dict(H=[1, 2], d_nope=[1, 2, 3], d_v=[1, 2, 3], r_q=[2, 3, 4], r_kv=[2, 3, 4], d_rope=[2, 4, 6], d=[4, 6, 8])
     b = dict(H=[2], r_q=[3], r_kv=[3], d_nope=[2], d_rope=[4], d_v=[2], d=[6])
-    dom = [b | dict(d=[1, 2, 3, 4], r_q=[2, 6]),                  # the width below the ranks
+    dom = [b | dict(d=[2, 4], r_q=[2, 6]), b | dict(H=[1], d=[1, 3], r_q=[2, 6]),   # the width below the ranks
            b | dict(r_kv=[1, 2, 3], d_nope=[1, 4], d_v=[1, 4]),   # the kv rank below the head sizes
            b | dict(H=[1, 3], r_q=[1, 6, 9]),                     # the q rank above H(d_nope + d_rope)
            b | dict(H=[1, 3], d_v=[3, 5], d=[3]),                 # H·d_v above the width
            b | dict(d_rope=[2, 6], d=[2, 4])]                     # r_kv + d_rope above the width
-    return fit, dom, _MLA_PARTS
+    keep = lambda g: {v: g[v] for v in vs}
+    return keep(fit), [keep(g) for g in dom], tuple(q for q in (tuple(v for v in p if v in vs) for p in _MLA_PARTS) if q)
 
 # %% ../../nbs/13c_survey.published.ipynb #c3a1b011
 def _grids(model_type:str, cfg:dict, group:BlockGroup)->tuple:
     "(fit grid, domain grid, parts) of a block: small sizes inside the domain to fit, then sizes across the boundaries (d small, heads wide)"
     fam = family_of(model_type, cfg)
     vs = _vars(fam, group)
-    if group.kind == 'attention' and 'd_nope' in fam.keys: return _mla_grids()
+    if group.kind == 'attention' and 'd_nope' in fam.keys: return _mla_grids(vs)
     even = fam.rope                               # RoPE rotates pairs: even head sizes
     ng = _twin_groups(cfg)
     fit = dict(G=[1, 2], H=[1, 2, 3], H_kv=[1, 2], d_k=[2, 4, 6] if even else [2, 3, 4], d=[4, 8], d_ff=[1, 2, 3, 4],
