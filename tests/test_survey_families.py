@@ -463,12 +463,29 @@ def test_encoder_decoder_keys():
     ('whisper-tiny', 'no number: a block has none'),
     pytest.param('clip-vit-b-32', 'no causal LM of clip_text_model', marks=pytest.mark.slow),
     pytest.param('mpt-7b', 'no number: no twin of two layers or more outside the fit', marks=pytest.mark.slow),   # a minute
+    pytest.param('gpt-neo-125m', 'no number: no twin of two layers or more outside the fit', marks=pytest.mark.slow),
+    pytest.param('qwen3-8b', "the whole twins' counts: no fit", marks=pytest.mark.slow),   # q/k-norm: the engine leaves them ambiguous
+    pytest.param('starcoder2-7b', "outside the whole-model formula's domain", marks=pytest.mark.slow),   # a domain in V the config leaves
 ])
 def test_whole_model_refused_with_the_reason(name, says):
     "Whole-model laws of the families added here: none is established, and the census says why (no number is made up)"
     from conslaw_nb.survey.published import census
     c = census(CONFIGS/f'{name}.json', whole=True)
     assert c.whole is None and says in c.whole_note, c.whole_note
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name, L, d, per_layer, tied', [
+    ('gemma-7b', 28, 3072, _rope_gqa(16, 256) + 24576, True),
+    (None, 32, 4096, _rope_gqa(8, 128) + 14336, False),   # Mistral-7B (shipped: published()['mistral-7b'])
+])
+def test_whole_model_laws_of_new_families(name, L, d, per_layer, tied):
+    """Whole-model laws where the families' whole twins establish them: L times the blocks' laws, plus 2d per layer (each RMSNorm
+    gain against the columns of the projections it feeds), plus d for the final norm against the LM head where the head is its own
+    matrix (tied to the embeddings, scaling the head's columns would scale the embeddings too: no law)"""
+    from conslaw_nb.survey.published import census
+    c = census(CONFIGS/f'{name}.json' if name else published()['mistral-7b'], whole=True)
+    assert c.whole == L*(per_layer + 2*d) + (0 if tied else d), (c.whole, c.whole_note)
 
 
 def test_whole_model_refused_for_partial_rope():
