@@ -153,9 +153,10 @@ def test_census_benchmark_reads_and_refuses_its_command_line(tmp_path):
     assert (a.new, a.seen, a.reps, a.workers, a.out) == ('llama-3-70b', 'llama-3-8b', 3, None, 'bench_census.json')
     assert CENSUS_TARGETS == {'help_process_s': ('<', 1.), 'new_family_process_s': ('<', 60.), 'seen_family_process_s': ('<', 10.),
                               'cached_call_s': ('<', .5), 'cached_process_s': ('<', 2.)}
-    (tmp_path/'c.json').write_text('{}')
+    (tmp_path/'c.json').write_text('{"model_type": "llama"}')
     assert census_bench_args(['--new', str(tmp_path/'c.json')]).new == str(tmp_path/'c.json')      # a config.json path
-    for bad in (['--reps', '0'], ['--workers', '0'], ['--new', 'gpt5'], ['--seen', str(tmp_path/'none.json')]):
+    for bad in (['--reps', '0'], ['--workers', '0'], ['--new', 'gpt5'], ['--seen', str(tmp_path/'none.json')], ['--new', 'gpt2']):   # gpt2: not
+        # the family of the default --seen (Llama-3-8B), whose census would count twins, not read the formulas --new cached
         with pytest.raises(SystemExit) as e: census_bench_args(bad)
         assert e.value.code == 2, bad
     assert config_of('mistral-7b') == ('mistral-7b', ROOT/'conslaw_nb'/'configs'/'mistral-7b.json')
