@@ -493,3 +493,12 @@ def test_whole_model_refused_for_partial_rope():
     from conslaw_nb.survey.published import whole_law
     mt, cfg, _ = load_config(CONFIGS/'pythia-410m.json')
     with pytest.raises(ValueError, match=r'partial RoPE of gpt_neox \(a fraction 0.25 of each head\) is not on them'): whole_law(mt, cfg)
+
+
+def test_kv_heads_a_size_only_where_they_shape_the_model():
+    """A key/value-head count is a size where tiny models with 1 and 2 of them differ in their shapes, probed at the config's own
+    depth: Falcon-7B is multi-query whatever num_kv_heads says (not a size); Jamba's first attention layer is its fifth (a size)"""
+    for name, kv in (('falcon-7b', False), ('jamba-v0.1', True)):
+        mt, cfg, _ = load_config(CONFIGS/f'{name}.json')
+        fam = family_of(mt, cfg)
+        assert ('H_kv' in fam.keys) == kv, fam.how['H_kv']

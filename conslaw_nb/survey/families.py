@@ -124,12 +124,12 @@ def _meta_model(model_type:str, cfg:dict)->nn.Module:
 def _probe_config(cfg:dict, keys:dict, **sizes)->dict:
     "The config at small sizes (`_PROBE`, then `sizes`), one layer: the same layout"
     out = {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | {keys[s]: v for s, v in (_PROBE | sizes).items() if s in keys}
-    return out | first_layers(cfg, 0)
+    return out | first_layers(cfg, (_PROBE | sizes)['L'] - 1)
 
-def _shapes_follow(model_type:str, cfg:dict, keys:dict, sym:str, values:tuple)->bool:
-    "Where the config names size `sym`: do tiny models at its two `values` differ in their parameter shapes?"
+def _shapes_follow(model_type:str, cfg:dict, keys:dict, sym:str, values:tuple, **sizes)->bool:
+    "Where the config names size `sym`: do tiny models (sizes `sizes`, else `_PROBE`) at its two `values` differ in their parameter shapes?"
     if sym not in keys: return False
-    shapes = [[tuple(p.shape) for p in _meta_model(model_type, _probe_config(cfg, keys, **{sym: x})).parameters()] for x in values]
+    shapes = [[tuple(p.shape) for p in _meta_model(model_type, _probe_config(cfg, keys, **sizes, **{sym: x})).parameters()] for x in values]
     return shapes[0] != shapes[1]
 
 def _reads_head_dim(model_type:str, cfg:dict, keys:dict)->bool:
@@ -174,8 +174,10 @@ def family_of(model_type:str, cfg:dict)->Family:
         h = ('the attention reads it (probe: its shapes follow it)' if hd else None) if s == 'd_k' else _shows(s, v, dims)
         how[s] = f"{k}: {h or 'shows in no parameter shape: not used'}"
         if h: keys[s] = k
-    if 'H_kv' in keys and not _shapes_follow(model_type, cfg, named, 'H_kv', (1, 2)):   # Falcon-7B: multi-query, one key/value
-        how['H_kv'] = f"{keys.pop('H_kv')}: changes no parameter shape of a tiny model (1 or 2 of them): not used"   # head
+    L = cfg.get(named.get('L', ''))                      # all the config's layers: Jamba's first attention layer is its fifth
+    deep = dict(L=L) if isinstance(L, int) and not isinstance(L, bool) and L > 1 else {}
+    if 'H_kv' in keys and not _shapes_follow(model_type, cfg, named, 'H_kv', (1, 2), **deep):   # Falcon-7B: multi-query,
+        how['H_kv'] = f"{keys.pop('H_kv')}: changes no parameter shape of a tiny model (1 or 2 of them): not used"   # one head
     c, frac = default_config(model_type), _rotary(model_type, cfg)
     rope = frac is not None
     moe = None if 'E' not in keys else next((n for k, n in (('first_k_dense_replace', 'first_k_dense'), ('decoder_sparse_step', 'sparse_step'))
