@@ -11,6 +11,7 @@ from pathlib import Path
 from ..cli import CONFIGS, published_names
 from .run import judge
 from ..engine.core import atomic_write
+from ..survey.families import load_config
 
 # %% ../../nbs/15h_bench.census.ipynb #9f2316ce
 _SCRIPT = Path(sys.executable).with_name('conslaw')      # the console script installed beside this Python
@@ -87,7 +88,7 @@ def census_bench_args(argv=None)->argparse.Namespace:
         except ValueError as e: ap.error(f"--{flag} {e}")
     if config_of(a.new)[1].resolve() == config_of(a.seen)[1].resolve():
         ap.error(f"--seen {a.seen}: give another config than --new (asked again, it would be read from the cache)")
-    mt = [json.loads(config_of(getattr(a, flag))[1].read_text()).get('model_type') for flag in ('new', 'seen')]
+    mt = [load_config(config_of(getattr(a, flag))[1])[0] for flag in ('new', 'seen')]   # CLIP's text tower as the census reads it
     if mt[0] != mt[1]: ap.error(f"--seen {a.seen}: its model_type {mt[1]!r} is not --new's {mt[0]!r}; 'seen before' means a config of the "
                                 "family --new has just put in the cache (e.g. --new llama-3-70b --seen llama-3-8b)")
     return a

@@ -443,7 +443,7 @@ def twin_config(
     layer:int,           # index of the block's layer
 )->dict:
     "The config of a twin: `cfg`'s layout at `sizes` (others small), layers 0..layer, a vocabulary of 16, a window of 2 where one slides"
-    s, over = dict(sizes), dict(num_hidden_layers=layer + 1, vocab_size=16)
+    s, over, c = dict(sizes), dict(num_hidden_layers=layer + 1, vocab_size=16), cfg.to_dict()
     if kind == 'attention':
         H = s['G']*s['H_kv'] if 'G' in s else s['H']
         over |= dict(num_attention_heads=H, hidden_size=H*s['d_k'])
@@ -454,10 +454,10 @@ def twin_config(
         over |= dict(num_attention_heads=1, hidden_size=s['d']) | {k: s['d_ff'] for k in D_FF_NAMES if _has(cfg, k)}
         if _has(cfg, 'num_key_value_heads'): over['num_key_value_heads'] = 1
         if _has(cfg, 'head_dim'): over['head_dim'] = s['d']
-    over |= first_layers(cfg.to_dict(), layer)
+    over |= first_layers(c, layer)
     if getattr(cfg, 'sliding_window', None): over['sliding_window'] = 2
     fixed = {k: v for k, v in TINY_CONFIGS.get(cfg.model_type, {}).items() if k in _FIXED}
-    return {k: v for k, v in cfg.to_dict().items() if k not in NOT_LAYOUT} | over | fixed
+    return {k: v for k, v in c.items() if k not in NOT_LAYOUT} | over | fixed
 
 # %% ../../nbs/09c_discovery.found.ipynb #ca11a00b
 def twin_block(

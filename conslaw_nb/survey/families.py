@@ -122,7 +122,7 @@ def _meta_model(model_type:str, cfg:dict)->nn.Module:
         raise ValueError(f"{model_type} config: transformers cannot build it ({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
 
 def _probe_config(cfg:dict, keys:dict, **sizes)->dict:
-    "The config at small sizes (`_PROBE`, then `sizes`), one layer: the same layout"
+    "The config at small sizes (`_PROBE`, then `sizes`; one layer unless `sizes` says L): the same layout"
     out = {k: v for k, v in cfg.items() if k not in NOT_LAYOUT} | {keys[s]: v for s, v in (_PROBE | sizes).items() if s in keys}
     return out | first_layers(cfg, (_PROBE | sizes)['L'] - 1)
 
@@ -174,7 +174,7 @@ def family_of(model_type:str, cfg:dict)->Family:
         h = ('the attention reads it (probe: its shapes follow it)' if hd else None) if s == 'd_k' else _shows(s, v, dims)
         how[s] = f"{k}: {h or 'shows in no parameter shape: not used'}"
         if h: keys[s] = k
-    L = cfg.get(named.get('L', ''))                      # all the config's layers: Jamba's first attention layer is its fifth
+    L = v.get('L')                                        # all the config's layers: Jamba's first attention layer is its fifth
     deep = dict(L=L) if isinstance(L, int) and not isinstance(L, bool) and L > 1 else {}
     if 'H_kv' in keys and not _shapes_follow(model_type, cfg, named, 'H_kv', (1, 2), **deep):   # Falcon-7B: multi-query,
         how['H_kv'] = f"{keys.pop('H_kv')}: changes no parameter shape of a tiny model (1 or 2 of them): not used"   # one head
