@@ -18,6 +18,7 @@ def tally(name):
 
 DONE = set()   # names of the tests that finished in this process (a worker hands them to the controller with its tally)
 FUZZ_MIN = {}  # set by tests/test_fuzz.py: {'min': generated bad inputs wanted per run, 'tests': the generated tests}
+UNGROUPED = []  # the reason a worker ran nothing: pytest-xdist did not group the tests marked xdist_group (pytest_collection_finish)
 
 def pytest_runtest_logfinish(nodeid, location):
     DONE.add(nodeid.split('::')[-1].split('[')[0].split('@')[0])
@@ -28,6 +29,10 @@ def pytest_sessionfinish(session):
     bad inputs they refused are fewer than wanted: the fuzz tests may run in any order, so no test of theirs can see it"""
     out = getattr(session.config, 'workeroutput', None)
     if out is not None: out['cases'], out['done'], out['fuzz_min'] = dict(CASES), sorted(DONE), dict(FUZZ_MIN); return
+    if UNGROUPED:
+        session.config.get_terminal_writer().line(UNGROUPED[0], red=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return
     if FUZZ_MIN and set(FUZZ_MIN['tests']) <= DONE:
         n = sum(v for k, v in CASES.items() if k.startswith('fuzz-'))
         if n < FUZZ_MIN['min']:
@@ -36,6 +41,7 @@ def pytest_sessionfinish(session):
 
 def pytest_testnodedown(node, error):
     out = getattr(node, 'workeroutput', {})
+    if 'ungrouped' in out: UNGROUPED[:] = [out['ungrouped']]
     for k, v in out.get('cases', {}).items(): CASES[k] = CASES.get(k, 0) + v
     DONE.update(out.get('done', [])); FUZZ_MIN.update(out.get('fuzz_min', {}))
 
@@ -48,6 +54,21 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line('markers', 'slow: a minute or more each; skipped unless --slow (`make test-slow`), as nbdev_test skips #| slow cells')
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist hands the controller the worker's collection
+def pytest_collection_finish(session):
+    """Under `--dist loadgroup` (`make test`) pytest-xdist routes a test marked `xdist_group` by a `@group` suffix it writes into
+    the test's node id. Under pytest 9.2 that write no longer takes (pytest-xdist#1386): nothing failed, the groups were spread
+    over both workers and each grouped module's costly fixture (the docs site, the reproduce run, the sweeps, the census) was
+    built twice. Refuse to run so, naming the fix, rather than run slower without a word: a worker that sees it runs nothing and
+    hands the controller the reason (an error raised in a worker reaches the terminal as an INTERNALERROR without its message)"""
+    out = getattr(session.config, 'workeroutput', None)
+    if out is None or not getattr(session.config.option, 'loadgroup', False): return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker('xdist_group') and '@' not in i.nodeid]
+    if lost:
+        out['ungrouped'] = (f"pytest-xdist did not group {len(lost)} tests marked xdist_group (e.g. {lost[0]}) under pytest "
+                            f"{pytest.__version__} (pytest-xdist#1386): install the pytest settings.ini pins (pip install -e '.[dev]')")
+        session.items.clear()
 
 def pytest_collection_modifyitems(config, items):
     if config.getoption('--slow'): return
