@@ -7,7 +7,7 @@ import torch
 
 transformers = pytest.importorskip('transformers')
 from conslaw_nb.discovery.found import tiny_transformer, transformer_blocks
-from conslaw_nb.monitor import ConservationMonitor
+from conslaw_nb.monitor import ConservationMonitor, ROUNDING
 
 FAMILIES = ['gpt2', 'phi3', 'bert', 'vit', 'olmo2', 'cohere', 'gpt_neox', 'deepseek_v3', 'llama']
 TAU, STEPS = 1e-3, 10   # chosen before measuring: τ·STEPS·‖g‖ small against the weights (asymptotic regime), not tuned per model
@@ -85,6 +85,28 @@ def test_bfloat16_laws_equal_float64_evaluation(mt):
     for k in h:
         assert h[k].dtype == torch.float64
         assert (h[k] - h64[k]).abs().max() <= 1e-12 * mon.scale0[k].abs().max(), k
+
+@pytest.mark.parametrize('mt, dtype', [('gpt2', torch.float32), ('llama', torch.float32), ('phi3', torch.float32),
+                                       ('deepseek_v3', torch.float32), ('llama', torch.bfloat16)])
+def test_float32_precision_within_its_bound(mt, dtype):
+    """precision='float32': every value within float32_error(n) of its matched scale of the exact float64 evaluation, entry by
+    entry; the bound is on the floor; θ0's values exact. Found laws (Phi-3's fused attention, DeepSeek's MLA) and blocks whose
+    laws need float64 weights form no float32 product: n = 0, they stay exact"""
+    from conslaw_nb.hf.readers import float32_error
+    m = tiny_transformer(mt).to(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        mon, mon32 = ConservationMonitor(m), ConservationMonitor(m, precision='float32')
+    P64 = {n: p.detach().double() for n, p in m.named_parameters()}
+    h64, h32 = mon.laws(P64), mon32.laws()
+    assert any(mon32._longest.values()) == (mt in ('gpt2', 'llama')), mon32._longest   # float32 products where the stated readers form them
+    for k in h64:
+        err, bound = (h32[k] - h64[k]).abs(), float32_error(mon32._longest[k[1]]) * mon.scale0[k]
+        assert h32[k].dtype == torch.float64 and bool((err <= bound).all()), (k, (err - bound).max())
+        assert torch.equal(mon32.h0[k], mon.h0[k]), k          # θ0's values exact either way
+    for r, r32 in zip(mon.measure(), mon32.measure()):
+        g = float32_error(mon32._longest[r['block']])             # the bound joins the floor (a law's floor also reads its control's drift)
+        assert abs(r32['floor'] - g - r['floor']) <= ROUNDING * torch.finfo(dtype).eps * g + 1e-15 * r['floor'], (r, r32)
 
 def _tiny_lm(dropout=0.1):
     torch.manual_seed(0)

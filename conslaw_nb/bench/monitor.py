@@ -10,7 +10,7 @@ __all__ = ['MONITOR_ARCHS', 'monitor_args', 'rss', 'settle', 'reset_peak_rss', '
 import argparse, cProfile, ctypes, functools, gc, io, json, os, platform, pstats, statistics, subprocess, sys, tempfile, time, types, warnings
 import torch, transformers
 import conslaw_nb.monitor as mon_mod, conslaw_nb.hf.adapters as ad_mod, conslaw_nb.discovery.found as disc_mod, conslaw_nb.engine.count as pde_mod
-from ..monitor import ConservationMonitor
+from ..monitor import ConservationMonitor, PRECISIONS
 from ..engine.core import atomic_write
 
 # %% ../../nbs/15d_bench.monitor.ipynb #69e1b59d
@@ -31,6 +31,8 @@ def monitor_args(argv=None)->argparse.Namespace:
     ap.add_argument('--warmup', type=int, default=2, help='untimed steps before the monitor is built (default %(default)s)')
     ap.add_argument('--optimizer', default='adamw', choices=('adamw', 'sgd'), help='AdamW (lr 1e-4, λ 0.01) or SGD (lr 1e-2)')
     ap.add_argument('--every', type=int, default=1, help='the monitor measures every N-th update (default %(default)s)')
+    ap.add_argument('--precision', default='float64', choices=PRECISIONS, help="the monitor's precision: float64 (exact, "
+                    "the default) or float32 (products of the float32 weights in float32)")
     ap.add_argument('--threads', type=int, default=1, help='torch intra-op threads and OMP_NUM_THREADS (default %(default)s)')
     ap.add_argument('--no-profile', action='store_true', help='skip the cProfile of one update')
     ap.add_argument('--seed', type=int, default=0)
@@ -226,12 +228,12 @@ def _build(a, model, opt)->tuple:
     counted0 = len(ad_mod.COUNTED)
     rss0 = settle()
     ok_peak = reset_peak_rss()
-    _say(f"building the monitor (every={a.every}) ...")
+    _say(f"building the monitor (every={a.every}, precision={a.precision}) ...")
     try:
         t = time.perf_counter()
         with warnings.catch_warnings(record=True) as wl:
             warnings.simplefilter('always')
-            monitor = ConservationMonitor(model, every=a.every, optimizer=opt)
+            monitor = ConservationMonitor(model, every=a.every, optimizer=opt, precision=a.precision)
         build_s = time.perf_counter() - t
         peak_b = peak_rss() if ok_peak else None
     finally:
@@ -367,7 +369,7 @@ def _table(a, res:dict)->list:
     held, h0_b, params_b = H['reachable_tensors'], H['h0_and_scale0_bytes'], H['block_param_copies_bytes']
     pct = lambda x: f'{100 * x:.2f} %'
     return [
-        ('model', f"{a.arch} {a.layers} layers, {res['model']['params'] / 1e6:.1f}M params, float32, {a.optimizer}, {a.batch}x{a.seq} tokens, {a.threads} thread(s)"),
+        ('model', f"{a.arch} {a.layers} layers, {res['model']['params'] / 1e6:.1f}M params, float32, {a.optimizer}, {a.batch}x{a.seq} tokens, {a.threads} thread(s), precision {a.precision}"),
         ('blocks monitored', f"{B['blocks']} ({B['block_structures']} structures, {B['skipped']} skipped), {B['keys']} law/control keys"),
         ('build: time', f"{B['seconds']:.1f} s (law_blocks {B['read_blocks_seconds']:.1f} s, of it check_laws {B['check_laws']['calls']}x "
                         f"{B['check_laws']['seconds']:.1f} s; count_laws {B['count_laws']['calls']}x {B['count_laws']['seconds']:.1f} s; "
