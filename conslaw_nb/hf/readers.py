@@ -82,7 +82,7 @@ def float32_error(
     return 2 * e / (1 - e)
 
 # %% ../../nbs/07a_hf.readers.ipynb #2fbf44cc
-def _grp(t:Tensor, Hkv:int)->Tensor: return t.unflatten(0, (Hkv, -1)).sum(1)   # sum over the query heads of each key/value group
+def _grp(t:Tensor, Hkv:int)->Tensor: return t if len(t) == Hkv else t.unflatten(0, (Hkv, -1)).sum(1)   # sum over each key/value group's query heads
 def _pair(c:Tensor, pairs:str)->Tensor:                          # the two columns of each RoPE pair, summed
     m = c.shape[-1]//2
     return c[..., :m] + c[..., m:] if pairs == 'half' else c[..., 0::2] + c[..., 1::2]
@@ -143,6 +143,20 @@ def _gram64(A:Tensor)->Tensor:
         torch.mm(buf.mT, buf, out=G[i])
     return G
 
+# %% ../../nbs/07a_hf.readers.ipynb #aabc60fc
+def _adjacent(As:tuple)->bool:
+    "Stacks alike (shape, strides, dtype, memory), each starting where the one before it ends: one strided stack holds them all"
+    A, ptr = As[0], As[0].untyped_storage().data_ptr()
+    return all(B.shape == A.shape and B.stride() == A.stride() and B.dtype == A.dtype and B.untyped_storage().data_ptr() == ptr
+               and B.storage_offset() == A.storage_offset() + i * A.shape[0] * A.stride(0) for i, B in enumerate(As))
+
+def _grams64(*As:Tensor)->list:
+    """`_gram64` of each stack; inside `float32_products`, stacks laid one after another in one weight (GPT-2's fused q, k and v
+    heads) in one batched product: the same products, one call"""
+    if _F32.get() is None or len(As) < 2 or As[0].dtype == torch.float64 or not _adjacent(As): return [_gram64(A) for A in As]
+    A = As[0]
+    return list(_gram64(A.as_strided((len(As) * A.shape[0], *A.shape[1:]), A.stride())).split(A.shape[0]))
+
 # %% ../../nbs/07a_hf.readers.ipynb #2fbf44cf
 def _attention_laws(L:Layout):
     """The `LawSet` of attention in the layout `L`: laws(P), rows(P), controls(P), both(P) = (rows, controls) from one pass, and
@@ -158,12 +172,13 @@ def _attention_laws(L:Layout):
     def parts(P, fast=False):                                # fast: the monitor's values, never differentiated: any float dtype in,
         w, gram = V(P), _gram64 if fast else gram_                # float64 out (`_sq`, `_gram64`; biases and gains cast)
         if fast: w = {k: v if v is None or v.dim() > 1 else v.to(torch.float64) for k, v in w.items()}
-        q, v = _heads_view(w['q'], H), _heads_view(w['v'], Hkv)
+        q, k, v, full = _heads_view(w['q'], H), _heads_view(w['k'], Hkv), _heads_view(w['v'], Hkv), qknorm is None and not rope
         sq = (lambda W, h: _sq(W, 1).view(h, -1)) if fast else (lambda W, h: _heads_view(W, h).pow(2).sum(1))
-        s = dict(w=w, GV=gram(v), GO=gram(_out_view(w['o'], H)))
-        if qknorm is None and not rope:                   # cq: bias-free column norms² (H, dk), a Gram's diagonal where there is one
-            G = gram(q)
-            s['cq'], s['GK'] = G.diagonal(0, 1, 2), gram(_heads_view(w['k'], Hkv))
+        G = _grams64(q, k, v) if fast and full else [gram(A) for A in ((q, k, v) if full else (v,))]   # the QK law: a Gram per head
+        s = dict(w=w, GV=G[-1], GO=gram(_out_view(w['o'], H)))
+        if full:                                          # cq: bias-free column norms² (H, dk), a Gram's diagonal where there is one
+            s['cq'], s['GK'] = G[0].diagonal(0, 1, 2), G[1]
+            G = G[0]
             s['GQ'] = G if w['bq'] is None else G + outer(w['bq'], H)
         else: s['cq'], s['ck'] = sq(w['q'], H), sq(w['k'], Hkv) + bb(w['bk'] if kb else None, Hkv)
         return s
