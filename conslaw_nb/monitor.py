@@ -191,13 +191,16 @@ class ConservationMonitor:
     float64: exact, or from float32 products (`precision`)"""
     def __init__(self,
         model:nn.Module,       # a model of `conslaw_nb.experiments.models`, a transformers model (train or eval mode), or either wrapped in DDP
-        controls:bool=True,    # also evaluate the control quantities (not conserved)
+        controls:bool=True,    # also evaluate each law's control (not conserved); 'all': the controls of blocks with no law too
         every:int=1,           # `update` measures every `every`-th call (one call per optimizer step)
         optimizer=None,        # a torch optimizer (or a wrapper holding one), or its name ('sgd', 'momentum', 'adam', 'adamw')
         precision:str='float64', # 'float64': exact; 'float32': products of float32 weights in float32 (`float32_error` joins the floor)
     ):
         t0 = time.perf_counter()
-        self.model, self.controls, self.every = _unwrap(model), controls, check_int('every', every, 1)
+        if controls not in (True, False, 'all'): raise ValueError(f"controls={controls!r}: True (each law's control), False (none) "
+                                                                   "or 'all' (also the controls of the blocks that have no law)")
+        self.model, self.controls, self.every = _unwrap(model), bool(controls), check_int('every', every, 1)
+        self._all_controls, self.unwatched = controls == 'all', []   # blocks read with no law: not measured (their controls: 'all')
         self.precision = check_choice('precision', precision, PRECISIONS)
         self._longest = {}                             # block name -> the longest float32 sum its values formed (`float32_products`)
         self.blocks = _read_blocks(self.model)         # [(module path, adapter)], a `Blocks`
@@ -212,6 +215,8 @@ class ConservationMonitor:
         self._alike, self._held = {}, {}               # (`_structure`, what) -> names read, scale plan; buffers of the scales
         self._raw = {}                                 # block prefix -> its laws read its weights in their own dtype (`_own_dtype`)
         self._setup(dict(self.model.named_parameters()))
+        if not self.h0: raise ValueError(f"model: no block it reads has a law ({', '.join(self.unwatched)}): nothing to watch "
+                                         "(controls='all' watches their controls)")
         for _, a in self.blocks: a.params = {n: torch.empty(p.shape, device='meta') for n, p in a.params.items()}   # shapes only
         self.build_seconds = time.perf_counter() - t0  # what building it took (reading the blocks, θ0's laws and scales)
     def _block_params(self, P, pre, a, cast:bool=False)->dict:
@@ -249,7 +254,7 @@ def laws(self:ConservationMonitor,
     if P is None: P = dict(self.model.named_parameters())
     controls, out = self.controls if controls is None else controls, {}
     for (name, a), pre in zip(self.blocks, self._prefix):
-        if only is not None and name not in only: continue
+        if name in self.unwatched or (only is not None and name not in only): continue
         with (float32_products() if self.precision == 'float32' else contextlib.nullcontext([0])) as n:
             out |= self._block_laws(name, a, self._block_params(P, pre, a), controls, quad)
         self._longest[name] = max(self._longest.get(name, 0), n[0])
@@ -276,6 +281,13 @@ def _rows(a, R:dict, controls:bool=True)->dict:
     return r | c
 ZERO_LAW = torch.finfo(torch.float64).eps ** 0.5   # a law below this fraction of its matched scale at θ0 "starts at 0"
 
+def _grouped(h0:dict, is_law:dict)->list:
+    """The keys of `h0` in the groups `measure` reads in one pass each (one kind, row shape, dtype and device: a kind's blocks
+    alike), controls first: [(keys, their rows stacked)]"""
+    g = {}
+    for key, v in h0.items(): g.setdefault((is_law[key], key[0], tuple(v.shape), v.dtype, str(v.device)), []).append(key)
+    return [(tuple(ks), torch.stack([h0[key] for key in ks])) for _, ks in sorted(g.items(), key=lambda kv: kv[0][0])]
+
 @patch
 def _setup(self:ConservationMonitor, P:dict):
     "h(θ0), the matched scales, and per key: family, degree, law or control, its control, the parameters it touches (`P`: θ0)"
@@ -285,7 +297,8 @@ def _setup(self:ConservationMonitor, P:dict):
         Q = self._block_params(P, pre, a, cast=True)     # cast once: the scales read it
         self._raw[pre] = name not in self._found and self._own_dtype(name, a, P, pre, Q)
         R = self._block_params(P, pre, a) if self._raw[pre] else Q          # h(θ0) as every later step reads h(θ)
-        self.h0 |= {k: v.clone() for k, v in self._block_laws(name, a, R, self.controls).items()}   # (a row may view a live weight)
+        hb = {k: v.clone() for k, v in self._block_laws(name, a, R, self.controls).items()}   # (a row may view a live weight)
+        self.h0 |= hb
         if name in self._found:
             s = _found_eval(a, self._found[name], Q, self.controls, scale=True)
             for (k, b), v in self.h0.items():            # a block without laws: its parameters' squared norm, a control
@@ -308,8 +321,14 @@ def _setup(self:ConservationMonitor, P:dict):
                 self.touches[key], self.homogeneous[key] = [pre + n for n in touch.get(k, [])], True
                 if self.is_law[key]: self.control_of[key] = (CONTROL_OF[k], name) if self.controls and k in CONTROL_OF else None
         self.scale0 |= {(k, name): v for k, v in s.items() if (k, name) in self.h0}
+        if not self._all_controls and not any(self.is_law.get(key) for key in hb):   # no law its controls would be read beside
+            self.unwatched.append(name)
+            for d in (self.h0, self.scale0, self.family, self.degree, self.is_law, self.control_of, self.touches, self.homogeneous):
+                for key in hb: d.pop(key, None)
     self._held.clear()
     self._dens()
+    self._groups = _grouped(self.h0, self.is_law)
+    self.h0 |= {key: H0[i] for keys, H0 in self._groups for i, key in enumerate(keys)}   # views of the stacks: θ0's rows held once
 
 # %% ../nbs/11_monitor.ipynb #2998310c
 ROUNDING = 4.   # rounding floor of a drift (relative to the matched scale): ROUNDING · (eps_w · √steps + eps_c · its terms' drift)
@@ -327,14 +346,13 @@ def _dens(self:ConservationMonitor):
         ew = max(torch.finfo(dt).eps for dt in dts)               # the weights' own rounding: bfloat16 7.8e-3, float32 1.2e-7
         self._eps[key] = ew, max(ew, torch.finfo(torch.float32).eps if hf else ew)
 
-def _rel(d:Tensor, den:Tensor, now:Callable)->float:
-    """mean_i d_i / den_i, with den_i = 0 (every term of law i at 0 at θ0) taken from the current scale `now()` (0 when d_i = 0);
-    `d` and `den` (k, N): k such means in one pass, a list (`measure`'s three drifts of a key)"""
-    if not d.shape[-1]: return 0. if d.dim() == 1 else [0.] * len(d)
+def _rel(d:Tensor, den:Tensor, now:Callable=None)->float:
+    """mean_i d_i / den_i over the last axis, with den_i = 0 (every term of law i at 0 at θ0) taken from the current scale `now()`
+    (0 when d_i = 0, or with no `now`); `d` and `den` (..., N): many such means in one pass, a nested list (`measure`'s groups)"""
+    if not d.shape[-1]: return d.new_zeros(d.shape[:-1]).tolist()
     bad = den <= 0
-    if bad.any() and (d[bad] > 0).any(): den = torch.where(bad, now(), den)
-    r = torch.where(den > 0, d / den.clamp_min(torch.finfo(d.dtype).tiny), torch.zeros_like(d)).mean(-1)
-    return r.item() if d.dim() == 1 else r.tolist()
+    if now is not None and bad.any() and (d[bad] > 0).any(): den = torch.where(bad, now(), den)
+    return torch.where(den > 0, d / den.clamp_min(torch.finfo(d.dtype).tiny), torch.zeros_like(d)).mean(-1).tolist()
 
 # %% ../nbs/11_monitor.ipynb #d45d130c
 @patch
@@ -412,19 +430,32 @@ def _undecayed(self:ConservationMonitor, P:dict, keys:set)->dict:
     return {key: v for key, v in self.laws(Pd, only=blocks).items() if key in keys}
 
 @patch
+def _group_drifts(self:ConservationMonitor, keys:tuple, H0:Tensor, h:dict, hd:dict)->list:
+    """[(drift, drift_wd, eq10, decay)] of one group of keys (`_grouped`: their θ0 rows stacked in `H0`) from their rows `h`, in one
+    pass over the group: the decay divided out by each key's one factor, or parameter by parameter where `hd` holds its rows"""
+    c, dH = [self.decay(key) for key in keys], torch.empty_like(H0)
+    for i, key in enumerate(keys): torch.sub(h[key], H0[i], out=dH[i])
+    D = torch.linalg.vector_norm(dH, dim=-1)                        # (K, N): each row's raw drift
+    C = H0.new_tensor([1. if x is None else x for x in c])[:, None]
+    if (C == 1).all(): DW = D                                       # h/c − h0 = (h − h0 − (c − 1) h0) / c: in place, one pass
+    else: DW = torch.linalg.vector_norm(dH.addcmul_(H0, 1 - C[:, :, None]), dim=-1) / C
+    split = [i for i, key in enumerate(keys) if key in hd]
+    if split: DW = torch.stack([(hd[key] - H0[i]).norm(dim=1) if i in split else DW[i] for i, key in enumerate(keys)])
+    den = lambda d: torch.stack([d[key] for key in keys])
+    moving = (den(self._den) <= 0) & ((D > 0) | (DW > 0))           # rows at 0 at θ0 (zero-initialised biases) now moving:
+    for i in moving.any(-1).nonzero().flatten().tolist(): self._first_scale(keys[i])   # their matched scale, once
+    dr, wd, e10 = _rel(torch.stack([D, DW, D]), torch.stack([den(self._den), den(self._den), den(self._den10)]))
+    return list(zip(dr, wd, e10, c))
+
+@patch
 def measure(self:ConservationMonitor, P:dict=None)->list:
     "One record per (kind, block): Eq. 10, the matched drift (decay divided out), its rounding floor and status; all finite"
     h, out, k, ctrl = self.laws(P), [], max(self.step, 1), {}
     split = {key for key in h if self._divisible(key)}
     hd = self._undecayed(P, split) if split else {}
+    got = {key: v for keys, H0 in self._groups for key, v in zip(keys, self._group_drifts(keys, H0, h, hd))}
     for key in sorted(h, key=lambda key: self.is_law[key]):   # controls first: a law's rounding floor scales with its terms' drift
-        h0, c, hk = self.h0[key], self.decay(key), h[key]
-        now = lambda key=key: self._first_scale(key)
-        d = (hk - h0).norm(dim=1)
-        if key in hd: dw = (hd[key] - h0).norm(dim=1)
-        else: dw = d if c in (1., None) else (hk / c - h0).norm(dim=1)
-        den, den10 = self._den[key], self._den10[key]
-        drift, wd, e10 = _rel(torch.stack([d, dw, d]), torch.stack([den, den, den10]), now)   # one pass; a row at 0 takes `now` in all
+        drift, wd, e10, c = got[key]
         ew, ec = self._eps[key]
         floor = ROUNDING * (ew * math.sqrt(k) + ec * ctrl.get(self.control_of.get(key), 0.)) + float32_error(self._longest.get(key[1], 0))
         out.append(dict(step=self.step, block=key[1], kind=key[0], family=self.family[key], law=self.is_law[key],
@@ -622,7 +653,7 @@ class _Callback:
     reading the Trainer's optimizer through accelerate's wrapper; updated after each optimizer step; its families in the logs"""
     def __init__(self,
         every:int=None,       # also measure every `every` optimizer steps; None: only when the Trainer writes its logs (`logging_steps`)
-        controls:bool=True,   # also the controls (the laws-vs-controls ratio needs them)
+        controls:bool=True,   # also the laws' controls (the laws-vs-controls ratio needs them); 'all': those of blocks with no law too
         prefix:str='conslaw', # the log names: '{prefix}/{family}/{name}', the names of `LOG_NAMES` (ratio, at_floor, law_drift, ...)
         precision:str='float64', # the monitor's `precision`: 'float64' (exact) or 'float32' (float32 products)
     ):

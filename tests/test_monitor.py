@@ -48,7 +48,14 @@ def test_every_block_watched_laws_tau2_controls_tau_no_nan(mt, layers, tau):
     assert len({n for n, _ in mon.blocks}) == 2*layers
     blocks, _ = transformer_blocks(m)
     assert {p for p, _, _ in blocks} == {n for n, _ in mon.blocks}                # every attention and MLP/MoE block
-    assert {n for _, n in mon.h0} == {n for n, _ in mon.blocks}                   # ... and each has a record
+    watched = {n for _, n in mon.h0}
+    assert watched | set(mon.unwatched) == {n for n, _ in mon.blocks} and not watched & set(mon.unwatched)   # ... each has a record,
+    if mon.unwatched:                                                              # or has no law (GPT-2's, ViT's GELU MLPs):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            every = ConservationMonitor(m, controls='all')
+        assert {n for _, n in every.h0} == {n for n, _ in mon.blocks}              # watched on request, controls only
+        assert not any(every.is_law[k] for k in every.h0 if k[1] in mon.unwatched)
     for recs in res.values():
         for r in recs.values():
             assert all(math.isfinite(v) for v in r.values() if isinstance(v, float)), r
