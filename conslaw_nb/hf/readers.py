@@ -410,13 +410,16 @@ def read_gated_mlp(
     h = swiglu_laws_fn(m)
     bufs = float64_buffers(m)
     def f(p, x): return functional_call(m, {**bufs, **p}, (x,))
-    def rows(P):                                           # h(P) by `_sq` (the monitor's rows: no W² copy, never differentiated)
-        r = _sq(P['down_proj.weight'], 0) - _sq(P['up_proj.weight'], 1)
+    def rows(P, a=None):                                   # h(P) by `_sq` (the monitor's rows: no W² copy, never differentiated);
+        r = (_sq(P['down_proj.weight'], 0) if a is None else a) - _sq(P['up_proj.weight'], 1)   # `a`: ‖A_:,i‖², when known
         return {'swiglu': (r - P['up_proj.bias'].to(torch.float64)**2 if 'up_proj.bias' in P else r)[:, None]}
-    def controls(P): return {'down_norm': _sq(P['down_proj.weight'], 0)[:, None]}
+    def controls(P, a=None): return {'down_norm': (_sq(P['down_proj.weight'], 0) if a is None else a)[:, None]}
+    def both(P):                                           # the down columns' norms (strided in memory) read once for both
+        a = _sq(P['down_proj.weight'], 0)
+        return rows(P, a), controls(P, a)
     def laws(P): return {'swiglu': h(P)}
     def norms(P): return {'swiglu': _unit_norms(P, ('down_proj.weight', 0), ('up_proj.weight', 1), ('up_proj.bias', None))}
-    return dict(family='swiglu', f=f, inputs=gaussian_inputs(m.down_proj.out_features), laws=LawSet(laws, rows, controls, grad_norms=norms),
+    return dict(family='swiglu', f=f, inputs=gaussian_inputs(m.down_proj.out_features), laws=LawSet(laws, rows, controls, both, norms),
                 n_laws=m.up_proj.out_features, ref=reference_forward(m, Call()),
                 meta=dict(d=m.down_proj.out_features, d_ff=m.up_proj.out_features, act=type(act).__name__ if act is not None else 'SiLU',
                           biases=[n for n in ('gate_proj', 'up_proj', 'down_proj') if getattr(m, n).bias is not None]))
