@@ -191,7 +191,7 @@ class ConservationMonitor:
     float64: exact, or from float32 products (`precision`)"""
     def __init__(self,
         model:nn.Module,       # a model of `conslaw_nb.experiments.models`, a transformers model (train or eval mode), or either wrapped in DDP
-        controls:bool=True,    # also evaluate each law's control (not conserved); 'all': the controls of blocks with no law too
+        controls:bool|str=True, # also evaluate each law's control (not conserved); 'all': the controls of blocks with no law too
         every:int=1,           # `update` measures every `every`-th call (one call per optimizer step)
         optimizer=None,        # a torch optimizer (or a wrapper holding one), or its name ('sgd', 'momentum', 'adam', 'adamw')
         precision:str='float64', # 'float64': exact; 'float32': products of float32 weights in float32 (`float32_error` joins the floor)
@@ -442,9 +442,11 @@ def _group_drifts(self:ConservationMonitor, keys:tuple, H0:Tensor, h:dict, hd:di
     split = [i for i, key in enumerate(keys) if key in hd]
     if split: DW = torch.stack([(hd[key] - H0[i]).norm(dim=1) if i in split else DW[i] for i, key in enumerate(keys)])
     den = lambda d: torch.stack([d[key] for key in keys])
-    moving = (den(self._den) <= 0) & ((D > 0) | (DW > 0))           # rows at 0 at θ0 (zero-initialised biases) now moving:
-    for i in moving.any(-1).nonzero().flatten().tolist(): self._first_scale(keys[i])   # their matched scale, once
-    dr, wd, e10 = _rel(torch.stack([D, DW, D]), torch.stack([den(self._den), den(self._den), den(self._den10)]))
+    den0 = den(self._den)
+    first = ((den0 <= 0) & ((D > 0) | (DW > 0))).any(-1).nonzero().flatten().tolist()   # rows at 0 at θ0 (zero-initialised
+    for i in first: self._first_scale(keys[i])                      # biases) now moving: their matched scale, once
+    if first: den0 = den(self._den)
+    dr, wd, e10 = _rel(torch.stack([D, DW, D]), torch.stack([den0, den0, den(self._den10)]))
     return list(zip(dr, wd, e10, c))
 
 @patch
@@ -653,7 +655,7 @@ class _Callback:
     reading the Trainer's optimizer through accelerate's wrapper; updated after each optimizer step; its families in the logs"""
     def __init__(self,
         every:int=None,       # also measure every `every` optimizer steps; None: only when the Trainer writes its logs (`logging_steps`)
-        controls:bool=True,   # also the laws' controls (the laws-vs-controls ratio needs them); 'all': those of blocks with no law too
+        controls:bool|str=True, # also the laws' controls (the laws-vs-controls ratio needs them); 'all': those of blocks with no law too
         prefix:str='conslaw', # the log names: '{prefix}/{family}/{name}', the names of `LOG_NAMES` (ratio, at_floor, law_drift, ...)
         precision:str='float64', # the monitor's `precision`: 'float64' (exact) or 'float32' (float32 products)
     ):

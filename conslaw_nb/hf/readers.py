@@ -174,7 +174,7 @@ def _attention_laws(L:Layout):
         if fast: w = {k: v if v is None or v.dim() > 1 else v.to(torch.float64) for k, v in w.items()}
         q, k, v, full = _heads_view(w['q'], H), _heads_view(w['k'], Hkv), _heads_view(w['v'], Hkv), qknorm is None and not rope
         sq = (lambda W, h: _sq(W, 1).view(h, -1)) if fast else (lambda W, h: _heads_view(W, h).pow(2).sum(1))
-        G = _grams64(q, k, v) if fast and full else [gram(A) for A in ((q, k, v) if full else (v,))]   # the QK law: a Gram per head
+        G = (_grams64 if fast else lambda *As: [gram_(A) for A in As])(*((q, k, v) if full else (v,)))   # QK: a Gram per head
         s = dict(w=w, GV=G[-1], GO=gram(_out_view(w['o'], H)))
         if full:                                          # cq: bias-free column norms² (H, dk), a Gram's diagonal where there is one
             s['cq'], s['GK'] = G[0].diagonal(0, 1, 2), G[1]
